@@ -1,0 +1,121 @@
+"""Probe environments with analytic answers, for debugging and learning tests.
+
+After Andy Jones, "Debugging RL, Without the Agonizing Pain" (2021): each env
+isolates one part of the agent, so a failure points at that part.
+
+| id                        | obs          | actions | reward                     | answer                          |
+|---------------------------|--------------|---------|----------------------------|---------------------------------|
+| Probe-ConstantReward      | [0]          | 1       | +1, episode ends           | V = 1                           |
+| Probe-ObsDependentReward  | [+-1]        | 1       | = obs, episode ends        | V(obs) = obs                    |
+| Probe-ActionReward        | [0]          | 2       | +1 if action 1 else -1     | pi(1) -> 1, V -> 1              |
+| Probe-DiscountedTwoStep   | [0] then [1] | 1       | +1 at the end of step two  | V(0) = gamma, V(1) = 1          |
+| Probe-ContinuousAction    | [0]          | Box(1)  | -(a - 0.5)^2, episode ends | mean action -> 0.5              |
+
+All episodes end by termination (never truncation), so no bootstrap applies.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+from gymnax.environments import environment, spaces
+
+
+@struct.dataclass
+class ProbeState(environment.EnvState):
+    obs: jax.Array
+    time: int
+
+
+@struct.dataclass
+class ProbeParams(environment.EnvParams):
+    max_steps_in_episode: int = 1000
+
+
+class _Probe(environment.Environment[ProbeState, ProbeParams]):
+    """One-step probe: subclasses set the observation and the reward."""
+
+    n_actions = 1
+
+    @property
+    def default_params(self) -> ProbeParams:
+        return ProbeParams()
+
+    def initial_obs(self, key):
+        return jnp.zeros((1,), jnp.float32)
+
+    def reward(self, state, action):
+        raise NotImplementedError
+
+    def reset_env(self, key, params):
+        obs = self.initial_obs(key)
+        return obs, ProbeState(obs=obs, time=0)
+
+    def step_env(self, key, state, action, params):
+        reward = self.reward(state, action)
+        new_state = ProbeState(obs=state.obs, time=state.time + 1)
+        return state.obs, new_state, jnp.asarray(reward, jnp.float32), jnp.array(True), {}
+
+    def is_terminated(self, state, params):
+        return jnp.array(True)
+
+    @property
+    def num_actions(self) -> int:
+        return self.n_actions
+
+    def action_space(self, params=None):
+        return spaces.Discrete(self.n_actions)
+
+    def observation_space(self, params):
+        return spaces.Box(-1.0, 1.0, (1,), jnp.float32)
+
+
+class ConstantReward(_Probe):
+    def reward(self, state, action):
+        return 1.0
+
+
+class ObsDependentReward(_Probe):
+    def initial_obs(self, key):
+        return jnp.where(jax.random.bernoulli(key), 1.0, -1.0).reshape(1).astype(jnp.float32)
+
+    def reward(self, state, action):
+        return state.obs[0]
+
+
+class ActionReward(_Probe):
+    n_actions = 2
+
+    def reward(self, state, action):
+        return jnp.where(action == 1, 1.0, -1.0)
+
+
+class ContinuousAction(_Probe):
+    def reward(self, state, action):
+        return -jnp.sum((action - 0.5) ** 2)
+
+    def action_space(self, params=None):
+        return spaces.Box(-2.0, 2.0, (1,), jnp.float32)
+
+
+class DiscountedTwoStep(_Probe):
+    """obs [0] at the first step, [1] at the second; +1 when the second step ends the episode."""
+
+    def step_env(self, key, state, action, params):
+        last = state.time >= 1
+        reward = jnp.where(last, 1.0, 0.0).astype(jnp.float32)
+        new_state = ProbeState(obs=jnp.ones((1,), jnp.float32), time=state.time + 1)
+        return new_state.obs, new_state, reward, last, {}
+
+    def is_terminated(self, state, params):
+        return state.time >= 2
+
+
+PROBE_ENVS = {
+    "Probe-ConstantReward": ConstantReward,
+    "Probe-ObsDependentReward": ObsDependentReward,
+    "Probe-ActionReward": ActionReward,
+    "Probe-DiscountedTwoStep": DiscountedTwoStep,
+    "Probe-ContinuousAction": ContinuousAction,
+}

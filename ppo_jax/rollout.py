@@ -1,0 +1,117 @@
+"""Rollout: ``lax.scan`` over num_steps of vmapped gymnax envs, episodes tracked inside jit."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax.training.train_state import TrainState
+from jax import lax
+
+from ppo_jax import distributions
+from ppo_jax.envs import EnvSpec
+from ppo_jax.normalization import RewardScaler, RunningMeanStd, normalize, scale_reward, update_stats
+
+
+class EpisodeStats(NamedTuple):
+    """Per-env episode bookkeeping, all ``[B]``; ``last_*`` are NaN until an episode ends."""
+
+    running_return: jax.Array
+    running_length: jax.Array
+    last_return: jax.Array
+    last_length: jax.Array
+    completed: jax.Array  # episodes ended during the current rollout
+
+
+def init_episode_stats(num_envs: int) -> EpisodeStats:
+    zeros = jnp.zeros((num_envs,), jnp.float32)
+    nans = jnp.full((num_envs,), jnp.nan, jnp.float32)
+    return EpisodeStats(zeros, zeros, nans, nans, zeros)
+
+
+class RunnerState(NamedTuple):
+    train_state: TrainState
+    env_state: Any
+    obs: jax.Array  # [B, obs_dim] raw (unnormalized) current observation
+    obs_stats: RunningMeanStd
+    reward_scaler: RewardScaler
+    episodes: EpisodeStats
+    key: jax.Array
+
+
+class Transition(NamedTuple):
+    """One rollout, every field ``[T, B, ...]``."""
+
+    obs: jax.Array  # observation the policy saw (normalized if normalize_obs)
+    action: jax.Array  # sampled action, unclipped
+    log_prob: jax.Array  # log pi_old(a|s)
+    value: jax.Array  # V_old(s)
+    reward: jax.Array  # reward (scaled if normalize_reward)
+    terminated: jax.Array  # the episode reached a terminal state: no bootstrap
+    done: jax.Array  # terminated or truncated
+    next_obs: jax.Array  # observation after the step (the final observation where done), as the critic sees it
+
+
+def observe(cfg, stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
+    return normalize(stats, obs, cfg.obs_clip) if cfg.normalize_obs else obs
+
+
+def flatten_obs(obs: jax.Array, num_envs: int) -> jax.Array:
+    return obs.reshape(num_envs, -1).astype(jnp.float32)
+
+
+def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Transition]:
+    """Collect ``cfg.num_steps`` steps from ``cfg.num_envs`` envs; returns the new runner and ``Transition[T, B]``."""
+    step_envs = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
+    apply_fn = runner.train_state.apply_fn
+    params = runner.train_state.params
+
+    def env_step(runner: RunnerState, _):
+        key, act_key, env_key = jax.random.split(runner.key, 3)
+        obs_in = observe(cfg, runner.obs_stats, runner.obs)
+        dist, value = apply_fn(params, obs_in)
+        action = distributions.sample(act_key, dist)
+        log_prob = distributions.log_prob(dist, action)
+        env_action = action if spec.discrete else jnp.clip(action, spec.action_low, spec.action_high)
+        next_obs, env_state, reward, terminated, truncated, info = step_envs(
+            jax.random.split(env_key, cfg.num_envs), runner.env_state, env_action, spec.env.default_params
+        )
+        next_obs = flatten_obs(next_obs, cfg.num_envs)
+        final_obs = flatten_obs(info["final_observation"], cfg.num_envs)
+        reward = reward.astype(jnp.float32)
+        done = jnp.logical_or(terminated, truncated)
+
+        obs_stats = update_stats(runner.obs_stats, next_obs) if cfg.normalize_obs else runner.obs_stats
+        critic_next_obs = observe(cfg, obs_stats, jnp.where(done[:, None], final_obs, next_obs))
+        reward_scaler, train_reward = runner.reward_scaler, reward
+        if cfg.normalize_reward:
+            reward_scaler, train_reward = scale_reward(
+                runner.reward_scaler, reward, done, gamma=cfg.gamma, clip=cfg.reward_clip
+            )
+
+        ep = runner.episodes
+        ep_return = ep.running_return + reward
+        ep_length = ep.running_length + 1.0
+        episodes = EpisodeStats(
+            running_return=jnp.where(done, 0.0, ep_return),
+            running_length=jnp.where(done, 0.0, ep_length),
+            last_return=jnp.where(done, ep_return, ep.last_return),
+            last_length=jnp.where(done, ep_length, ep.last_length),
+            completed=ep.completed + done,
+        )
+        transition = Transition(
+            obs=obs_in,
+            action=action,
+            log_prob=log_prob,
+            value=value,
+            reward=train_reward,
+            terminated=terminated,
+            done=done,
+            next_obs=critic_next_obs,
+        )
+        runner = RunnerState(runner.train_state, env_state, next_obs, obs_stats, reward_scaler, episodes, key)
+        return runner, transition
+
+    runner = runner._replace(episodes=runner.episodes._replace(completed=jnp.zeros_like(runner.episodes.completed)))
+    return lax.scan(env_step, runner, None, length=cfg.num_steps)
