@@ -1,0 +1,68 @@
+"""The clipped surrogate and value losses against NumPy, and the four gradient regimes of the seed notes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ppo_jax.losses import clipped_surrogate_loss, explained_variance, value_loss
+
+
+def surrogate_reference(log_prob, old_log_prob, advantage, eps):
+    ratio = np.exp(log_prob - old_log_prob)
+    return -np.minimum(ratio * advantage, np.clip(ratio, 1 - eps, 1 + eps) * advantage)
+
+
+def test_clipped_surrogate_matches_numpy():
+    rng = np.random.default_rng(1)
+    log_prob, old_log_prob = rng.normal(size=(2, 64)) * 0.5
+    advantage = rng.normal(size=64)
+    loss = jax.jit(clipped_surrogate_loss)(log_prob, old_log_prob, advantage, clip_eps=np.float32(0.2))
+    assert loss.shape == (64,)
+    np.testing.assert_allclose(loss, surrogate_reference(log_prob, old_log_prob, advantage, 0.2), rtol=1e-5, atol=1e-6)
+
+
+def objective_grad(ratio, advantage, eps=0.2):
+    """d(objective)/d(log pi) at a given ratio, objective = -loss."""
+    old_log_prob = 0.0
+
+    def objective(log_prob):
+        return -clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=eps)
+
+    return float(jax.grad(objective)(jnp.log(ratio)))
+
+
+@pytest.mark.parametrize(
+    "ratio,advantage,expected",
+    [
+        # A > 0 and r > 1 + eps: the objective is capped at (1 + eps) A, no gradient.
+        (1.5, 2.0, 0.0),
+        # A < 0 and r < 1 - eps: capped at (1 - eps) A, no gradient.
+        (0.5, -2.0, 0.0),
+        # Inside [1 - eps, 1 + eps]: d(r A)/d log pi = r A.
+        (1.1, 2.0, 1.1 * 2.0),
+        (0.9, -3.0, 0.9 * -3.0),
+        # A > 0 with r < 1 - eps: min picks the unclipped (smaller) r A, whose gradient is r A.
+        (0.5, 2.0, 0.5 * 2.0),
+        # A < 0 with r > 1 + eps: min picks the unclipped (more negative) r A.
+        (1.5, -2.0, 1.5 * -2.0),
+    ],
+)
+def test_clipped_surrogate_gradient_regimes(ratio, advantage, expected):
+    np.testing.assert_allclose(objective_grad(ratio, advantage), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_value_loss_clipping_takes_the_pessimistic_max():
+    # old value 1, target 3, eps 0.2. New value 2: unclipped 0.5*(2-3)^2 = 0.5;
+    # clipped value 1.2 -> 0.5*(1.2-3)^2 = 1.62; max = 1.62.
+    np.testing.assert_allclose(value_loss(2.0, 1.0, 3.0, vf_clip_eps=0.2, clip=True), 1.62, rtol=1e-6)
+    np.testing.assert_allclose(value_loss(2.0, 1.0, 3.0, vf_clip_eps=0.2, clip=False), 0.5, rtol=1e-6)
+    # New value 1.1 within the clip range: both terms equal 0.5*1.9^2.
+    np.testing.assert_allclose(value_loss(1.1, 1.0, 3.0, vf_clip_eps=0.2, clip=True), 0.5 * 1.9**2, rtol=1e-6)
+
+
+def test_explained_variance():
+    target = np.array([1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_allclose(explained_variance(target, target), 1.0)
+    np.testing.assert_allclose(explained_variance(np.full(4, target.mean()), target), 0.0, atol=1e-7)
+    assert np.isnan(explained_variance(target, np.ones(4)))
