@@ -110,8 +110,12 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
             done=done,
             next_obs=critic_next_obs,
         )
-        runner = RunnerState(runner.train_state, env_state, next_obs, obs_stats, reward_scaler, episodes, key)
+        runner = RunnerState(None, env_state, next_obs, obs_stats, reward_scaler, episodes, key)
         return runner, transition
 
-    runner = runner._replace(episodes=runner.episodes._replace(completed=jnp.zeros_like(runner.episodes.completed)))
-    return lax.scan(env_step, runner, None, length=cfg.num_steps)
+    # The parameters are loop-invariant: close over them instead of carrying them through the scan.
+    carry = runner._replace(
+        train_state=None, episodes=runner.episodes._replace(completed=jnp.zeros_like(runner.episodes.completed))
+    )
+    carry, traj = lax.scan(env_step, carry, None, length=cfg.num_steps)
+    return carry._replace(train_state=runner.train_state), traj

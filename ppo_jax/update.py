@@ -46,7 +46,7 @@ def update(
 
     def minibatch_step(train_state: TrainState, minibatch: Minibatch):
         (loss, metrics), grads = grad_fn(train_state.params, train_state.apply_fn, minibatch, cfg)
-        metrics = {**metrics, "loss": loss, "grad_norm": optax.global_norm(grads)}
+        metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
         return train_state.apply_gradients(grads=grads), metrics
 
     def epoch(train_state: TrainState, epoch_key: jax.Array):
