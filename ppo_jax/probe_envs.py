@@ -10,8 +10,13 @@ isolates one part of the agent, so a failure points at that part.
 | Probe-ActionReward        | [0]          | 2       | +1 if action 1 else -1     | pi(1) -> 1, V -> 1              |
 | Probe-DiscountedTwoStep   | [0] then [1] | 1       | +1 at the end of step two  | V(0) = gamma, V(1) = 1          |
 | Probe-ContinuousAction    | [0]          | Box(1)  | -(a - 0.5)^2, episode ends | mean action -> 0.5              |
+| Probe-TimeLimit           | [0]          | 1       | +1 every step, truncated   | V = 1 / (1 - gamma)             |
+|                           |              |         | after 5 steps, never ends  |                                 |
 
-All episodes end by termination (never truncation), so no bootstrap applies.
+Probe-TimeLimit tells a correct time-limit treatment from the common bug: an
+agent that bootstraps truncated episodes from V(final observation) learns
+V = 1/(1-gamma); one that treats the time limit as termination learns the mean
+of the 5-step truncated returns, which is smaller.
 """
 
 from __future__ import annotations
@@ -112,10 +117,24 @@ class DiscountedTwoStep(_Probe):
         return state.time >= 2
 
 
+class TimeLimit(_Probe):
+    @property
+    def default_params(self) -> ProbeParams:
+        return ProbeParams(max_steps_in_episode=5)
+
+    def step_env(self, key, state, action, params):
+        new_state = ProbeState(obs=state.obs, time=state.time + 1)
+        return state.obs, new_state, jnp.asarray(1.0, jnp.float32), jnp.array(False), {}
+
+    def is_terminated(self, state, params):
+        return jnp.array(False)
+
+
 PROBE_ENVS = {
     "Probe-ConstantReward": ConstantReward,
     "Probe-ObsDependentReward": ObsDependentReward,
     "Probe-ActionReward": ActionReward,
     "Probe-DiscountedTwoStep": DiscountedTwoStep,
     "Probe-ContinuousAction": ContinuousAction,
+    "Probe-TimeLimit": TimeLimit,
 }
