@@ -1,8 +1,9 @@
-"""Progress reported from inside the jitted run through an unordered ``io_callback``.
+"""Progress reported from inside the jitted run through ``jax.debug.callback``.
 
 The callback fires about 100 times per run (never per step), so it costs
-nothing measurable. Under ``vmap`` it runs once per seed/setting (JAX maps it
-with ``lax.map``); the host side merges those calls into one bar.
+nothing measurable. Under ``vmap`` it runs once per seed/setting; the host side
+merges those calls into one bar. (``io_callback`` would be the natural choice,
+but JAX 0.10 rejects an IO effect inside a ``cond`` under ``vmap``.)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import time
 
 import numpy as np
 from jax import lax
-from jax.experimental import io_callback
+import jax
 
 
 class ProgressBar:
@@ -32,6 +33,8 @@ class ProgressBar:
             if update_idx != self._update:
                 self._update, self._returns = update_idx, []
             self._returns.append(float(episode_return))
+            if len(self._returns) < self.num_runs:
+                return  # redraw once every run has reported this update
             done = update_idx + 1
             steps = done * self.batch_size
             elapsed = max(time.perf_counter() - self.start, 1e-9)
@@ -74,8 +77,6 @@ def report(update_idx, episode_return, *, num_updates: int, batch_size: int) -> 
     due = ((update_idx + 1) % every == 0) | (update_idx == num_updates - 1)
 
     def send(update_idx, episode_return):
-        io_callback(
-            lambda u, r: _host_report(u, r, num_updates, batch_size), None, update_idx, episode_return, ordered=False
-        )
+        jax.debug.callback(lambda u, r: _host_report(u, r, num_updates, batch_size), update_idx, episode_return)
 
     lax.cond(due, send, lambda *_: None, update_idx, episode_return)
