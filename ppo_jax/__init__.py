@@ -1,6 +1,5 @@
 """ppo_jax: PPO to the letter, in pure JAX, vmappable over seeds and hyperparameters."""
 
-from ppo_jax import _xla_flags  # noqa: F401  (must run before JAX starts its CPU backend)
 from ppo_jax.config import PPOConfig
 from ppo_jax.train import TrainOutput, train
 from ppo_jax.validation import ConfigError, validate

@@ -1,0 +1,112 @@
+"""Throughput benchmark of ppo_jax.train on CartPole-v1 with the standard config.
+
+Prints a table and writes JSON. For each case: compile seconds (ahead of time,
+``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
+runs after compiling) and env steps per second (all seeds together).
+
+Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, and the
+rollout alone (env + policy forward, no update) as the ceiling.
+
+    python scripts/bench.py                        # all cases
+    python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+
+import ppo_jax  # noqa: F401  (sets XLA flags before JAX starts)
+import jax
+from jax import lax
+
+from ppo_jax import PPOConfig, train
+from ppo_jax.envs import make_env
+from ppo_jax.rollout import rollout
+from ppo_jax.run_dir import collect_metadata
+from ppo_jax.train import init_runner
+
+CASES = {
+    # name: (seeds, config overrides)
+    "seeds1": (1, {}),
+    "seeds16": (16, {}),
+    "seeds64": (64, {}),
+    "envs256": (1, {"num_envs": 256}),
+    "rollout": (1, {}),
+}
+
+
+def rollout_only(cfg: PPOConfig, key: jax.Array) -> jax.Array:
+    """num_updates rollouts with the initial policy and no update: the env + forward ceiling."""
+    spec = make_env(cfg.env)
+
+    def body(runner, _):
+        runner, traj = rollout(runner, cfg, spec)
+        return runner, traj.reward.mean()
+
+    return lax.scan(body, init_runner(cfg, key), None, length=cfg.num_updates)[1]
+
+
+def measure(name: str, total_timesteps: int, repeats: int) -> dict:
+    seeds, overrides = CASES[name]
+    cfg = PPOConfig(env="CartPole-v1", **overrides)
+    # At least 30 updates per run, so that large batches are not measured on 2 updates.
+    cfg = cfg.replace(total_timesteps=max(total_timesteps, 30 * cfg.batch_size))
+    fn = rollout_only if name == "rollout" else train
+    fn = jax.vmap(fn, in_axes=(None, 0))
+    keys = jax.random.split(jax.random.key(0), seeds)
+
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(cfg, keys).compile()
+    compile_s = time.perf_counter() - start
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(cfg, keys))
+        times.append(time.perf_counter() - start)
+    env_steps = seeds * cfg.num_updates * cfg.batch_size
+    return {
+        "case": name,
+        "seeds": seeds,
+        "num_envs": cfg.num_envs,
+        "num_steps": cfg.num_steps,
+        "env_steps_per_seed": cfg.num_updates * cfg.batch_size,
+        "compile_s": round(compile_s, 3),
+        "run_s": round(min(times), 3),
+        "run_s_all": [round(t, 3) for t in times],
+        "env_steps_per_s": round(env_steps / min(times)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
+    parser.add_argument("--total-timesteps", type=int, default=100_000, help="env steps per seed (default 100k)")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs per case; the minimum is reported")
+    parser.add_argument("--out", type=Path, default=Path("bench_results/bench.json"))
+    args = parser.parse_args()
+
+    rows = []
+    header = f"{'case':<9} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
+    print(header)
+    print("-" * len(header))
+    for name in args.cases:
+        row = measure(name, args.total_timesteps, args.repeats)
+        rows.append(row)
+        print(
+            f"{row['case']:<9} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} "
+            f"{row['compile_s']:>9.2f} {row['run_s']:>7.2f} {row['env_steps_per_s']:>12,}",
+            flush=True,
+        )
+    metadata = collect_metadata(["python", "scripts/bench.py", *__import__("sys").argv[1:]])
+    result = {"results": rows, "metadata": metadata, "machine": platform.platform(), "backend": jax.default_backend()}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
