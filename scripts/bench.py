@@ -4,8 +4,9 @@ Prints a table and writes JSON. For each case: compile seconds (ahead of time,
 ``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
 runs after compiling) and env steps per second (all seeds together).
 
-Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, and the
-rollout alone (env + policy forward, no update) as the ceiling.
+Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, 1 seed
+with the progress callback on (its cost), and the rollout alone (env + policy
+forward, no update) as the ceiling.
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
@@ -19,12 +20,12 @@ import platform
 import time
 from pathlib import Path
 
-import ppo_jax  # noqa: F401  (sets XLA flags before JAX starts)
 import jax
 from jax import lax
 
 from ppo_jax import PPOConfig, train
 from ppo_jax.envs import make_env
+from ppo_jax.progress import ProgressBar
 from ppo_jax.rollout import rollout
 from ppo_jax.run_dir import collect_metadata
 from ppo_jax.train import init_runner
@@ -35,6 +36,7 @@ CASES = {
     "seeds16": (16, {}),
     "seeds64": (64, {}),
     "envs256": (1, {"num_envs": 256}),
+    "progress": (1, {"progress": True}),
     "rollout": (1, {}),
 }
 
@@ -64,9 +66,10 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     compile_s = time.perf_counter() - start
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(compiled(cfg, keys))
-        times.append(time.perf_counter() - start)
+        with ProgressBar(cfg.num_updates, cfg.batch_size, num_runs=seeds, disable=True):
+            start = time.perf_counter()
+            jax.block_until_ready(compiled(cfg, keys))
+            times.append(time.perf_counter() - start)
     env_steps = seeds * cfg.num_updates * cfg.batch_size
     return {
         "case": name,
