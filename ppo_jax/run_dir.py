@@ -58,7 +58,9 @@ def _abs(path) -> Path:
 
 
 def _looks_like_run_dir(path: Path) -> bool:
-    return (path / CONFIG_FILE).is_file() and (path / METADATA_FILE).is_file()
+    """A ``ppo-jax train`` run directory, or a ``ppo-jax sweep`` directory (spec.json, see ppo_jax.sweep_dir)."""
+    has_config = (path / CONFIG_FILE).is_file() or (path / "spec.json").is_file()
+    return has_config and (path / METADATA_FILE).is_file()
 
 
 def prepare_out_dir(path, force: bool) -> None:
@@ -81,8 +83,8 @@ def prepare_out_dir(path, force: bool) -> None:
                 )
             if not _looks_like_run_dir(path):
                 raise ConfigError(
-                    f"--out {path} is not empty and is not a ppo-jax run directory (no {CONFIG_FILE} and "
-                    f"{METADATA_FILE}); refusing to replace it even with --force. Choose another --out."
+                    f"--out {path} is not empty and is not a ppo-jax run directory (no {CONFIG_FILE} or spec.json "
+                    f"with {METADATA_FILE}); refusing to replace it even with --force. Choose another --out."
                 )
     parent = path.parent
     while not parent.exists():
@@ -255,12 +257,12 @@ def load_params(path) -> dict[str, Any]:
     return serialization.msgpack_restore(path.read_bytes())
 
 
-def _json_safe(value):
+def json_safe(value):
     """NaN -> null (strict JSON); +-inf stays (Python's json writes Infinity)."""
     if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
+        return [json_safe(v) for v in value]
     if isinstance(value, (np.floating, np.integer, np.bool_)):
         value = value.item()
     if isinstance(value, float) and math.isnan(value):
@@ -269,7 +271,7 @@ def _json_safe(value):
 
 
 def _write_json(path: Path, value) -> None:
-    path.write_text(json.dumps(_json_safe(value), indent=2) + "\n")
+    path.write_text(json.dumps(json_safe(value), indent=2) + "\n")
 
 
 # ----------------------------------------------------------------------------- writing

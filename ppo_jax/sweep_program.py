@@ -1,0 +1,152 @@
+"""One compiled program per group: ``vmap(train)`` over (setting, seed) pairs, sharded over devices.
+
+The pair axis of the stacked config (every traced leaf ``[n]``) and of the keys
+(``uint32[n, 2]``, the data of ``jax.random.key(seed)``) is sharded over a 1-D
+``Mesh`` of all devices (``NamedSharding(mesh, P("pairs"))``); ``n`` is a
+multiple of the device count (chunks are padded by repeating their last pair,
+and the padding is dropped afterwards). Under ``jax.distributed`` the mesh spans
+every host and each host supplies its shard from the same host-side arrays.
+Only per-update metrics leave the program, reduced to windows of ``log_every``
+updates inside jit.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ppo_jax.config import PPOConfig
+from ppo_jax.sweep_plan import balanced_chunk_size, format_bytes, round_up
+from ppo_jax.sweep_spec import SpecError
+from ppo_jax.train import METRIC_NAMES, train
+
+SUMMED_METRICS = ("episodes",)  # summed over a logging window; every other metric is averaged
+
+
+class Program(NamedTuple):
+    """A compiled chunk program for ``size`` pairs; ``memory`` is XLA's estimate per device, in bytes."""
+
+    compiled: jax.stages.Compiled
+    size: int
+    compile_seconds: float
+    memory: int
+
+
+def device_mesh() -> Mesh:
+    """A 1-D mesh named ``pairs`` over every device of every process."""
+    return Mesh(np.asarray(jax.devices()), ("pairs",))
+
+
+def log_updates(num_updates: int, log_every: int) -> np.ndarray:
+    """Index of the last update of each logging window: ``[ceil(num_updates / log_every)]``."""
+    ends = np.arange(log_every, num_updates + log_every, log_every)
+    return np.minimum(ends, num_updates) - 1
+
+
+def window_metrics(metrics: dict[str, jax.Array], log_every: int) -> dict[str, jax.Array]:
+    """``[num_updates]`` metrics -> ``[num_logs]``: NaN-skipping mean over each window (sum for episodes)."""
+    if log_every == 1:
+        return metrics
+    out = {}
+    for name, values in metrics.items():
+        num_logs = -(-values.shape[0] // log_every)
+        padded = jnp.full((num_logs * log_every,), jnp.nan, values.dtype).at[: values.shape[0]].set(values)
+        windows = padded.reshape(num_logs, log_every)
+        out[name] = jnp.nansum(windows, axis=1) if name in SUMMED_METRICS else jnp.nanmean(windows, axis=1)
+    return out
+
+
+def pair_metrics(cfg: PPOConfig, key_data: jax.Array, *, log_every: int) -> dict[str, jax.Array]:
+    """One run: ``train(cfg, jax.random.wrap_key_data(key_data)).metrics``, windowed; each ``[num_logs]``."""
+    metrics = train(cfg, jax.random.wrap_key_data(key_data)).metrics
+    return window_metrics({name: metrics[name] for name in METRIC_NAMES}, log_every)
+
+
+def memory_bytes(compiled: jax.stages.Compiled) -> int:
+    """Arguments + outputs + temporaries - aliased, per device (XLA's compiled memory analysis)."""
+    stats = compiled.memory_analysis()
+    if stats is None:
+        return 0
+    total = stats.argument_size_in_bytes + stats.output_size_in_bytes + stats.temp_size_in_bytes
+    return int(max(total - stats.alias_size_in_bytes, getattr(stats, "peak_memory_in_bytes", 0) or 0))
+
+
+def compile_program(cfg: PPOConfig, size: int, mesh: Mesh, log_every: int) -> Program:
+    """Compile ``vmap(pair_metrics)`` for ``size`` pairs with ``cfg``'s static fields (size % devices == 0)."""
+    sharding = NamedSharding(mesh, PartitionSpec("pairs"))
+    abstract_cfg = jax.tree.map(lambda _: jax.ShapeDtypeStruct((size,), jnp.float32, sharding=sharding), cfg)
+    abstract_keys = jax.ShapeDtypeStruct((size, 2), jnp.uint32, sharding=sharding)
+    fn = jax.jit(
+        jax.vmap(functools.partial(pair_metrics, log_every=log_every)), in_shardings=sharding, out_shardings=sharding
+    )
+    start = time.perf_counter()
+    compiled = fn.lower(abstract_cfg, abstract_keys).compile()
+    return Program(compiled, size, time.perf_counter() - start, memory_bytes(compiled))
+
+
+def default_memory_budget() -> int:
+    """Per-device budget: 90% of an accelerator's allocator limit; on CPU, half the RAM shared by the local devices."""
+    device = jax.local_devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and stats.get("bytes_limit"):
+        return int(0.9 * stats["bytes_limit"])
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(0.5 * ram / jax.local_device_count())
+
+
+def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_every: int, cap: int | None) -> Program:
+    """The largest program for this group whose memory estimate fits ``budget``, evenly chunked.
+
+    Compiles at ``min(num_pairs, cap)`` first (the program a run uses when it fits,
+    so usually nothing is compiled twice); if the estimate is over budget, takes
+    the per-pair cost as estimate/size (an over-estimate: part is fixed) and
+    recompiles at the balanced chunk size that this allows, until it fits.
+    """
+    devices = mesh.size
+    limit = round_up(min(num_pairs, cap or num_pairs), devices)
+    size = balanced_chunk_size(num_pairs, limit, devices)
+    for _ in range(6):
+        program = compile_program(cfg, size, mesh, log_every)
+        if program.memory <= budget:
+            return program
+        if size == devices:
+            break
+        fit = int(budget / (program.memory / size))
+        size = balanced_chunk_size(num_pairs, min(fit, size - devices), devices)
+    raise SpecError(
+        f"{cfg.env}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per device, over the "
+        f"memory budget of {format_bytes(budget)}; raise --memory-budget or shrink the runs (num_envs, num_steps)."
+    )
+
+
+def stack_pairs(cfgs: list[PPOConfig], seeds: list[int], size: int) -> tuple[PPOConfig, np.ndarray]:
+    """Stacked config (leaves ``float32[size]``) and key data ``uint32[size, 2]``, padded with the last pair."""
+    pad = size - len(cfgs)
+    cfgs, seeds = cfgs + cfgs[-1:] * pad, list(seeds) + list(seeds[-1:]) * pad
+    stacked = jax.tree.map(lambda *leaves: np.stack(leaves).astype(np.float32), *cfgs)
+    keys = np.stack([np.asarray(jax.random.key_data(jax.random.key(s))) for s in seeds]).astype(np.uint32)
+    return stacked, keys
+
+
+def run_program(program: Program, cfgs: list[PPOConfig], seeds: list[int], mesh: Mesh) -> dict[str, np.ndarray]:
+    """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` on the host (padding dropped)."""
+    sharding = NamedSharding(mesh, PartitionSpec("pairs"))
+    stacked, keys = stack_pairs(cfgs, seeds, program.size)
+
+    def put(x):
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    out = program.compiled(jax.tree.map(put, stacked), put(keys))
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        out = multihost_utils.process_allgather(out, tiled=True)
+    out = jax.device_get(jax.block_until_ready(out))
+    return {name: np.asarray(out[name])[: len(cfgs)] for name in METRIC_NAMES}

@@ -1,0 +1,77 @@
+"""Values of config fields in a sweep spec: checked and normalized per field kind.
+
+Floats become the float32 the leaf will hold, written as the shortest decimal
+(0.2, not 0.20000000298); integers may be written 5e5; hidden_sizes is a list
+of widths, held as a tuple and shown in tables as "64x64".
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ppo_jax.config import TRACED_FIELDS, PPOConfig
+from ppo_jax.sweep_yaml import Locator
+
+_DEFAULTS = PPOConfig()
+
+
+def field_kind(name: str) -> str:
+    """'float' (traced leaf), 'int', 'bool', 'str' or 'sizes' (hidden_sizes)."""
+    if name in TRACED_FIELDS:
+        return "float"
+    default = getattr(_DEFAULTS, name)
+    if isinstance(default, bool):
+        return "bool"
+    if isinstance(default, int):
+        return "int"
+    return "sizes" if isinstance(default, tuple) else "str"
+
+
+def short_float(value) -> float:
+    """The float32 a leaf will hold, as its shortest decimal (0.2, not 0.20000000298)."""
+    return float(str(np.float32(value)))
+
+
+def as_number(value) -> float | None:
+    """A number, or a string that reads as one ("1e-3", "5_000"), as float; else None (bools too)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.replace("_", ""))
+        except ValueError:
+            return None
+    return None
+
+
+def coerce(name: str, value, where: Locator, path: tuple):
+    """``value`` as field ``name`` holds it (float32-exact floats, ints, tuples), or SpecError."""
+    kind = field_kind(name)
+    if kind in ("float", "int"):
+        number = as_number(value)
+        if number is not None and kind == "float":
+            return short_float(number)
+        if number is not None and math.isfinite(number) and number == int(number):
+            return int(number)
+        raise where.error(path, f"{name} must be {'a number' if kind == 'float' else 'an integer'}, got {value!r}.")
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        raise where.error(path, f"{name} must be true or false, got {value!r}.")
+    if kind == "sizes":
+        sizes = [value] if isinstance(value, int) else value
+        if isinstance(sizes, (list, tuple)) and all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+            return tuple(sizes)
+        raise where.error(path, f"{name} must be a list of layer widths like [64, 64], got {value!r}.")
+    if isinstance(value, str):
+        return value
+    raise where.error(path, f"{name} must be a string, got {value!r}.")
+
+
+def column_value(value):
+    """A swept value as a table cell: hidden_sizes (64, 64) -> '64x64'; everything else unchanged."""
+    return "x".join(map(str, value)) if isinstance(value, tuple) else value

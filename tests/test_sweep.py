@@ -1,0 +1,205 @@
+"""Running sweeps: equal to separate runs, sharded equal to unsharded, kill and resume, parts, the directory.
+
+Cost on 2 CPU cores (~2.5 min): three distinct programs are compiled (~20 s each):
+the tiny spec at 2 pairs per chunk, the same on 4 forced CPU devices (a
+subprocess, since XLA_FLAGS must be set before JAX starts) and a longer spec at
+1 pair per chunk for the kill test; plus one ``jax.jit(train)`` for the
+reference runs. Everything else loads those programs from a compilation cache
+shared by the module (PPO_JAX_CACHE_DIR, inherited by subprocesses).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppo_jax import PPOConfig, sweep, train
+from ppo_jax.cli import main
+from ppo_jax.sweep_program import window_metrics
+from ppo_jax.sweep_table import METRIC_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_SPEC = ROOT / "experiments" / "clip_eps_tiny.yaml"  # 3 clip_eps x seeds [0, 7], 8 updates of 128 steps
+TINY_BASE = dict(total_timesteps=1024, num_envs=2, num_steps=64, num_minibatches=2, update_epochs=2, lr=0.01)
+KEY_COLUMNS = ["env", "setting_id", "seed", "update", "env_steps", "clip_eps"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compilation_cache(tmp_path_factory):
+    path = tmp_path_factory.mktemp("xla_cache")
+    old = os.environ.get("PPO_JAX_CACHE_DIR")
+    os.environ["PPO_JAX_CACHE_DIR"] = str(path)
+    yield path
+    if old is None:
+        del os.environ["PPO_JAX_CACHE_DIR"]
+    else:
+        os.environ["PPO_JAX_CACHE_DIR"] = old
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, compilation_cache) -> tuple[Path, pd.DataFrame]:
+    """The tiny spec run in-process, unsharded, in 3 chunks of 2 pairs."""
+    out = tmp_path_factory.mktemp("sweeps") / "tiny"
+    return out, sweep.run(TINY_SPEC, out, chunk_size=2, progress=False)
+
+
+def cli(*args, env=None, **kwargs) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ppo_jax.cli", "sweep", *map(str, args)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, **kwargs,
+    )  # fmt: skip
+
+
+def assert_tables_close(a: pd.DataFrame, b: pd.DataFrame, rtol=2e-4):
+    pd.testing.assert_frame_equal(a[KEY_COLUMNS], b[KEY_COLUMNS])
+    for column in METRIC_COLUMNS.values():
+        np.testing.assert_allclose(a[column], b[column], rtol=rtol, atol=1e-5, err_msg=column)
+
+
+def test_directory_and_table_layout(tiny):
+    out, table = tiny
+    assert sorted(p.name for p in out.iterdir()) == [
+        "chunks", "metadata.json", "metrics.parquet", "plan.json", "spec.json", "spec.yaml", "summary.csv", "sweep.log",
+    ]  # fmt: skip
+    assert sorted(p.name for p in (out / "chunks").iterdir()) == [f"g000-c0000{i}.parquet" for i in range(3)]
+    assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary files left behind"
+    assert (out / "spec.yaml").read_text() == TINY_SPEC.read_text()
+
+    assert list(table.columns) == KEY_COLUMNS + list(METRIC_COLUMNS.values())
+    assert "clip_eps_now" in table and (table.clip_eps_now == table.clip_eps.astype(np.float32)).all()
+    assert len(table) == 3 * 2 * 8  # settings x seeds x updates
+    expected = [(0.1, 0), (0.1, 7), (0.2, 0), (0.2, 7), (0.3, 0), (0.3, 7)]
+    assert list(zip(table.clip_eps[::8], table.seed[::8])) == expected
+    assert table.setting_id.tolist() == [i for i in range(3) for _ in range(16)]
+    assert table["update"].tolist() == list(range(8)) * 6 and (table.env_steps == (table["update"] + 1) * 128).all()
+    assert (table.env == "CartPole-v1").all()
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), table)
+    in_progress = pd.read_parquet(out / "chunks")  # the chunk files read as one table too
+    assert len(in_progress) == len(table)
+
+    summary = pd.read_csv(out / "summary.csv")
+    assert summary.clip_eps.tolist() == [0.1, 0.2, 0.3] and (summary.seeds == 2).all()
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["status"] == "complete" and metadata["git_commit"] is not None
+    assert {k: metadata["sweep"][k] for k in ("num_settings", "num_seeds", "num_pairs", "num_programs", "num_chunks")} == {
+        "num_settings": 3, "num_seeds": 2, "num_pairs": 6, "num_programs": 1, "num_chunks": 3,
+    }  # fmt: skip
+    assert metadata["sweep"]["num_devices"] == 1 and metadata["sweep"]["num_hosts"] == 1
+    assert len(metadata["chunks"]) == 3 and metadata["env_steps"] == 6 * 1024 and metadata["run_seconds"] > 0
+    assert len((out / "sweep.log").read_text().splitlines()) == 3
+
+
+def test_sweep_equals_separate_runs_of_train(tiny):
+    """Pair (clip_eps, seed) of the sweep = jax.jit(train)(that config, jax.random.key(seed)), as ppo-jax train runs it."""
+    _, table = tiny
+    single = jax.jit(train)
+    for (clip_eps, seed), rows in table.groupby(["clip_eps", "seed"]):
+        cfg = PPOConfig(env="CartPole-v1", clip_eps=clip_eps, **TINY_BASE)
+        metrics = jax.device_get(single(cfg, jax.random.key(seed)).metrics)
+        for name, column in METRIC_COLUMNS.items():
+            np.testing.assert_allclose(rows[column], metrics[name], rtol=2e-4, atol=1e-5, err_msg=f"{name} {clip_eps} {seed}")
+    # The settings really differ: each clip_eps gives seed 0 another run.
+    seed0 = table[table.seed == 0]
+    curves = [tuple(rows.value_loss) for _, rows in seed0.groupby("clip_eps")]
+    assert len(set(curves)) == 3, curves
+
+
+def test_sharded_over_4_devices_equals_unsharded(tiny, tmp_path):
+    out = tmp_path / "sharded"
+    proc = cli(TINY_SPEC, "--out", out, env={"XLA_FLAGS": "--xla_force_host_platform_device_count=4"})
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert "6 pairs on 4 device(s)" in stdout and "setting_id" in stdout  # one chunk of 8 (2 padded); the summary
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["sweep"]["num_devices"] == 4 and len(metadata["devices"]) == 4
+    assert metadata["chunks"][0]["padded_pairs"] == 2
+    assert_tables_close(pd.read_parquet(out / "metrics.parquet"), tiny[1])
+
+
+KILL_SPEC = "name: kill\nseeds: [0, 7]\ngrid: {clip_eps: [0.1, 0.3]}\nbase: {total_timesteps: 65536, num_envs: 2, num_steps: 64, num_minibatches: 2, update_epochs: 1}\n"
+
+
+def test_killed_sweep_resumes_to_the_same_table(tmp_path, capsys):
+    spec = tmp_path / "kill.yaml"
+    spec.write_text(KILL_SPEC)  # 4 pairs of 512 updates, one pair per chunk (~1 s each)
+    out, chunks = tmp_path / "killed", tmp_path / "killed" / "chunks"
+    proc = cli(spec, "--out", out, "--chunk-size", "1")
+    deadline = time.monotonic() + 240
+    while not (chunks.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".") for p in chunks.iterdir())):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    first = {p.name: p.stat().st_ino for p in chunks.iterdir() if not p.name.startswith(".")}
+    assert 1 <= len(first) < 4 and not (out / "metrics.parquet").exists()
+
+    assert main(["sweep", str(spec), "--out", str(out), "--chunk-size", "1"]) == 2  # without --resume: refused
+    stderr = capsys.readouterr().err
+    assert "pass --resume" in stderr and f"({len(first)} of 4 chunks done)" in stderr
+
+    resumed = cli(spec, "--out", out, "--resume")
+    stdout, stderr = resumed.communicate(timeout=240)
+    assert resumed.returncode == 0, stderr
+    assert f"{len(first)} of 4 chunks already done" in stdout
+    assert stdout.count("chunk g000-") == 4 - len(first)  # only the missing chunks ran
+    assert {p.name: p.stat().st_ino for p in chunks.iterdir() if p.name in first} == first  # and none was rewritten
+
+    reference = sweep.run(spec, tmp_path / "uninterrupted", chunk_size=1, progress=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), reference)
+
+
+def test_resume_refuses_a_changed_spec_with_a_diff(tiny, tmp_path, capsys):
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(TINY_SPEC.read_text().replace("[0.1, 0.2, 0.3]", "[0.1, 0.2, 0.4]"))
+    before = sorted(p.name for p in tiny[0].iterdir())
+    assert main(["sweep", str(changed), "--out", str(tiny[0]), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "different spec" in err and "--- spec in the directory" in err
+    assert "-    clip_eps: [0.1, 0.2, 0.3]" in err and "+    clip_eps: [0.1, 0.2, 0.4]" in err
+    assert sorted(p.name for p in tiny[0].iterdir()) == before
+
+
+def test_parts_fill_one_directory_and_merge_as_one_sweep(tiny, tmp_path):
+    out = tmp_path / "parts"
+    first = sweep.run(TINY_SPEC, out, chunk_size=2, part="0/2", progress=False)  # chunk 0 of 3
+    assert len(first) == 16 and not (out / "metrics.parquet").exists()
+    second = sweep.run(TINY_SPEC, out, chunk_size=2, part=(1, 2), progress=False)  # chunks 1 and 2, then the merge
+    pd.testing.assert_frame_equal(second, tiny[1])
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), tiny[1])
+
+
+def test_force_replaces_a_sweep_only_when_the_new_one_is_complete(tiny, tmp_path):
+    out = tmp_path / "forced"
+    shutil.copytree(tiny[0], out)
+    (out / "marker").write_text("old")
+    table = sweep.run(TINY_SPEC, out, chunk_size=2, force=True, progress=False)
+    pd.testing.assert_frame_equal(table, tiny[1])
+    assert not (out / "marker").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["forced"]
+
+
+def test_in_memory_sweep_and_dry_run(tiny, capsys):
+    table = sweep.run(TINY_SPEC, chunk_size=2, progress=False)  # no directory
+    pd.testing.assert_frame_equal(table, tiny[1])
+    assert main(["sweep", str(TINY_SPEC), "--dry-run", "--chunk-size", "2", "--out", str(tiny[0])]) == 0
+    text = capsys.readouterr().out
+    assert "6 runs" in text and "1 program(s), 3 chunk(s)" in text and "per device" in text
+    assert "3 of 3 chunks done" in text and "nothing was run" in text
+
+
+def test_window_metrics_by_hand():
+    values = np.array([1.0, np.nan, 3.0, 4.0, 5.0, 6.0, 7.0], np.float32)  # 7 updates, windows of 3
+    out = jax.device_get(window_metrics({"episode_return": values, "episodes": values}, 3))
+    np.testing.assert_allclose(out["episode_return"], [2.0, 5.0, 7.0])  # NaN skipped, short last window
+    np.testing.assert_allclose(out["episodes"], [4.0, 15.0, 7.0])  # summed
+    assert window_metrics({"loss": values}, 1)["loss"] is values

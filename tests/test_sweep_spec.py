@@ -1,0 +1,252 @@
+"""Sweep specs, grouping, chunking and parts: expansion against hand-written expectations; every bad input.
+
+Nothing here compiles a training program; the whole file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ppo_jax import PPOConfig
+from ppo_jax.cli import main
+from ppo_jax.sweep_plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
+from ppo_jax.sweep_spec import SpecError, from_dict, load_spec, parse_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = {"total_timesteps": 1024, "num_envs": 2, "num_steps": 64, "num_minibatches": 2, "update_epochs": 1}
+
+
+def combos(spec):
+    """(setting_id, env, values) of every setting, in order."""
+    return [(s.setting_id, s.env, s.values) for s in spec.settings]
+
+
+# ----------------------------------------------------------------------------- expansion
+
+
+def test_grid_is_the_cartesian_product_with_the_last_axis_fastest_and_envs_outermost():
+    spec = from_dict({"base": BASE, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 3,
+                      "grid": {"clip_eps": [0.1, 0.2], "ent_coef": [0.0, 0.01, 0.02]}})  # fmt: skip
+    expected = [
+        {"clip_eps": 0.1, "ent_coef": 0.0}, {"clip_eps": 0.1, "ent_coef": 0.01}, {"clip_eps": 0.1, "ent_coef": 0.02},
+        {"clip_eps": 0.2, "ent_coef": 0.0}, {"clip_eps": 0.2, "ent_coef": 0.01}, {"clip_eps": 0.2, "ent_coef": 0.02},
+    ]  # fmt: skip
+    assert combos(spec) == [(i, env, v) for env in ("CartPole-v1", "Acrobot-v1") for i, v in enumerate(expected)]
+    assert spec.seeds == (0, 1, 2) and spec.axes == ("clip_eps", "ent_coef") and spec.num_combos == 6
+    # Each config is the base with the swept values: float32 leaves, everything else from base.
+    setting = spec.settings[10]  # Acrobot, clip_eps 0.2, ent_coef 0.01
+    assert setting.cfg == PPOConfig(**BASE, env="Acrobot-v1", clip_eps=0.2, ent_coef=0.01)
+    assert setting.cfg.clip_eps.dtype == np.float32 and setting.cfg.progress is False
+
+
+def test_zip_pairs_lists_and_multiplies_with_the_grid():
+    spec = from_dict({"base": BASE, "grid": {"clip_eps": [0.1, 0.2]},
+                      "zip": {"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}})  # fmt: skip
+    assert [s.values for s in spec.settings] == [
+        {"clip_eps": 0.1, "lr": 0.001, "ent_coef": 0.0},
+        {"clip_eps": 0.1, "lr": 0.0003, "ent_coef": 0.01},
+        {"clip_eps": 0.2, "lr": 0.001, "ent_coef": 0.0},
+        {"clip_eps": 0.2, "lr": 0.0003, "ent_coef": 0.01},
+    ]
+    assert spec.seeds == (0,) and spec.envs == ("CartPole-v1",)
+
+
+def test_random_axes_follow_the_documented_generator():
+    raw = {"base": BASE, "random": {"num_samples": 5, "seed": 3, "axes": {
+        "lr": {"log_uniform": [1e-5, 1e-2]}, "ent_coef": {"uniform": [0, 0.1]},
+        "num_minibatches": {"choice": [1, 2, 4]}, "update_epochs": {"int_uniform": [1, 3]}}}}  # fmt: skip
+    spec = from_dict(raw)
+
+    def rng(name):  # the generator the spec format documents
+        return np.random.default_rng([3, zlib.crc32(name.encode())])
+
+    lr = np.exp(rng("lr").uniform(math.log(1e-5), math.log(1e-2), 5)).astype(np.float32)
+    ent = rng("ent_coef").uniform(0, 0.1, 5).astype(np.float32)
+    minibatches = np.array([1, 2, 4])[rng("num_minibatches").integers(0, 3, 5)]
+    epochs = rng("update_epochs").integers(1, 4, 5)
+    for i, s in enumerate(spec.settings):
+        assert np.float32(s.values["lr"]) == lr[i] and s.cfg.lr == lr[i]
+        assert np.float32(s.values["ent_coef"]) == ent[i]
+        assert s.values["num_minibatches"] == minibatches[i] and s.cfg.update_epochs == epochs[i]
+    # Adding an axis leaves the samples of the others as they were; another seed changes them.
+    raw["random"]["axes"]["gamma"] = {"uniform": [0.9, 0.999]}
+    assert [s.values["lr"] for s in from_dict(raw).settings] == [s.values["lr"] for s in spec.settings]
+    raw["random"]["seed"] = 4
+    assert [s.values["lr"] for s in from_dict(raw).settings] != [s.values["lr"] for s in spec.settings]
+
+
+def test_log_uniform_is_uniform_in_log_space():
+    spec = from_dict({"base": BASE, "random": {"num_samples": 4000, "axes": {
+        "lr": {"log_uniform": [1e-6, 1e-2]}, "ent_coef": {"uniform": [0.0, 1.0]}}}})  # fmt: skip
+    lr = np.array([s.values["lr"] for s in spec.settings])
+    ent = np.array([s.values["ent_coef"] for s in spec.settings])
+    assert lr.min() >= 1e-6 and lr.max() <= 1e-2 and ent.min() >= 0 and ent.max() <= 1
+    # Each decade of [1e-6, 1e-2] holds a quarter of the log-uniform samples.
+    decades = np.histogram(np.log10(lr), bins=[-6, -5, -4, -3, -2])[0] / len(lr)
+    np.testing.assert_allclose(decades, 0.25, atol=0.03)
+    assert abs(np.mean(ent < 0.5) - 0.5) < 0.03
+
+
+def test_yaml_floats_follow_yaml_1_2_and_values_are_float32_exact(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("base: {total_timesteps: 5e5}\nzip:\n  lr: [1e-3, 2.5E-4]\n  max_grad_norm: [.inf, 0.5]\nseeds: 2\n")
+    spec = load_spec(path)
+    assert spec.base.total_timesteps == 500_000 and isinstance(spec.base.total_timesteps, int)
+    assert [s.values["lr"] for s in spec.settings] == [0.001, 0.00025]  # not the strings PyYAML 1.1 makes
+    assert spec.settings[0].cfg.lr == np.float32(1e-3) and math.isinf(spec.settings[0].values["max_grad_norm"])
+    assert spec.name == "s" and spec.text == path.read_text()
+
+
+def test_hidden_sizes_and_bools_as_axes():
+    spec = from_dict({"base": BASE, "grid": {"hidden_sizes": [[32], [64, 64]], "norm_adv": [True, False]}})
+    assert [s.cfg.hidden_sizes for s in spec.settings] == [(32,), (32,), (64, 64), (64, 64)]
+    assert [s.cfg.norm_adv for s in spec.settings] == [True, False, True, False]
+
+
+# ----------------------------------------------------------------------------- grouping, chunks, parts
+
+
+def test_settings_group_by_static_fields_only():
+    spec = from_dict({"base": BASE, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": [5, 9],
+                      "grid": {"hidden_sizes": [[32], [64]], "clip_eps": [0.1, 0.2], "gamma": [0.9, 0.99]}})  # fmt: skip
+    groups = group_pairs(spec)
+    # 2 envs x 2 network sizes = 4 programs; clip_eps and gamma vary inside each.
+    assert [g.static for g in groups] == [
+        {"hidden_sizes": "32"}, {"hidden_sizes": "64"},
+        {"env": "Acrobot-v1", "hidden_sizes": "32"}, {"env": "Acrobot-v1", "hidden_sizes": "64"},
+    ]  # fmt: skip
+    # settings: env-major, then hidden (outer), clip_eps, gamma -> indices 0-3 have hidden 32 on CartPole
+    assert groups[0].pairs == tuple((i, seed) for i in range(4) for seed in (5, 9))
+    assert groups[1].pairs == tuple((i, seed) for i in range(4, 8) for seed in (5, 9))
+    assert groups[3].pairs[0] == (12, 5)
+    for g in groups:
+        assert len({spec.settings[i].cfg.clip_eps.item() for i, _ in g.pairs}) == 2
+    only_traced = from_dict({"base": BASE, "grid": {"lr": [1e-4, 1e-3], "clip_eps": [0.1, 0.2, 0.3]}, "seeds": 4})
+    assert len(group_pairs(only_traced)) == 1 and len(group_pairs(only_traced)[0].pairs) == 24
+
+
+def test_chunk_sizes_are_balanced_multiples_of_the_device_count():
+    assert balanced_chunk_size(100, 64) == 50  # two chunks of 50, not 64 + 36
+    assert balanced_chunk_size(100, 64, 4) == 52  # 50 rounded up to 4 devices
+    assert balanced_chunk_size(6, 100, 4) == 8  # one chunk, 2 pairs of padding
+    assert balanced_chunk_size(7, 2) == 2 and balanced_chunk_size(7, 3) == 3  # ceil(7/3) = 3 chunks of 3
+    assert balanced_chunk_size(5, 1, 4) == 4  # never below one pair per device
+    spec = from_dict({"base": BASE, "grid": {"clip_eps": [0.1, 0.2, 0.3]}, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 3})
+    chunks = make_chunks(group_pairs(spec), [4, 9])
+    assert [(c.chunk_id, len(c.pairs)) for c in chunks] == [
+        ("g000-c00000", 4), ("g000-c00001", 4), ("g000-c00002", 1), ("g001-c00000", 9),
+    ]  # fmt: skip
+    assert chunks[1].pairs == ((1, 1), (1, 2), (2, 0), (2, 1))
+
+
+def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
+    assert [list(part_slice(10, (i, 3))) for i in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
+    assert [list(part_slice(2, (i, 4))) for i in range(4)] == [[], [0], [], [1]]
+    assert list(part_slice(5, None)) == [0, 1, 2, 3, 4]
+    assert parse_part("3/8") == (3, 8) and parse_part(None) is None
+    for bad in ("8/8", "-1/2", "1", "a/b"):
+        with pytest.raises(SpecError, match="0 <= i < N"):
+            parse_part(bad)
+    assert parse_bytes("8GiB") == parse_bytes("8G") == 8 * 2**30 and parse_bytes("500MB") == 500 * 10**6
+    assert parse_bytes("2e9") == 2 * 10**9
+    with pytest.raises(SpecError, match="--memory-budget"):
+        parse_bytes("lots")
+
+
+def test_example_specs_load():
+    clip = load_spec(ROOT / "experiments" / "clip_eps.yaml")
+    assert len(clip.settings) * len(clip.seeds) == 80 and len(group_pairs(clip)) == 2
+    assert [s.values["clip_eps"] for s in clip.settings[:5]] == [0.05, 0.1, 0.2, 0.3, 0.5]
+    tiny = load_spec(ROOT / "experiments" / "clip_eps_tiny.yaml")
+    assert len(tiny.settings) == 3 and tiny.seeds == (0, 7) and tiny.base.num_updates == 8
+    random = load_spec(ROOT / "experiments" / "lr_ent_random.yaml")
+    assert len(random.settings) == 64 and len(group_pairs(random)) == 2 and random.log_every == 5
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+BAD_SPECS = [
+    # (spec YAML, what the message must say)
+    ("grid:\n  clip_epsilon: [0.1, 0.2]\n", ["line 2", "unknown config field 'clip_epsilon'", "Did you mean: clip_eps"]),
+    ("gird:\n  clip_eps: [0.1]\n", ["unknown spec key 'gird'", "Did you mean: grid"]),
+    ("clip_eps: [0.1]\n", ["unknown spec key 'clip_eps'", "under base: or an axis"]),
+    ("grid:\n  progress: [true, false]\n", ["progress cannot be swept", "display switch"]),
+    ("grid:\n  seed: [1, 2]\n", ["top-level `seeds:`"]),
+    ("grid:\n  clip_eps: []\n", ["line 2", "axis clip_eps is empty"]),
+    ("grid:\n  clip_eps: 0.2\n", ["an axis is a list of values", "put it under base"]),
+    ("grid:\n  clip_eps:\n    - 0.1\n    - -0.2\n", ["line 4", "grid.clip_eps[1]", "clip_eps must be > 0"]),
+    ("base:\n  gamma: 1.5\n", ["base.gamma", "gamma must be <= 1"]),
+    ("grid:\n  lr: [fast]\n", ["lr must be a number, got 'fast'"]),
+    ("grid:\n  num_minibatches: [3]\n", ["num_minibatches=3", "Choose num_minibatches"]),
+    ("zip:\n  lr: [0.1, 0.2]\n  ent_coef: [0.0]\n", ["equal lengths", "'lr': 2", "'ent_coef': 1"]),
+    ("grid:\n  clip_eps: [0.1]\nzip:\n  clip_eps: [0.2]\n", ["line 4", "clip_eps is already swept in grid"]),
+    ("grid:\n  env: [Acrobot-v1]\nenvs: [CartPole-v1]\n", ["env is already swept in grid"]),
+    ("envs: [CartPole-v2]\n", ["unknown environment 'CartPole-v2'", "CartPole-v1"]),
+    ("seeds: 0\n", ["seeds must be a positive count"]),
+    ("seeds: [1, 1]\n", ["distinct"]),
+    ("random:\n  num_samples: 4\n  axes:\n    lr: {log_uniform: [0, 1e-3]}\n", ["line 4", "log_uniform needs low > 0"]),
+    ("random:\n  num_samples: 4\n  axes:\n    num_envs: {uniform: [1, 8]}\n", ["uniform needs a float field", "choice"]),
+    ("random:\n  axes:\n    lr: {uniform: [1e-4, 1e-3]}\n", ["num_samples must be an integer >= 1"]),
+    ("grid:\n  clip_eps: [0.1]\n  clip_eps: [0.2]\n", ["line 3", "appears twice"]),
+    ("grid:\n  clip_eps: [0.1, 0.2\nseeds: 2\n", ["line 3", "malformed YAML", "started on line 2"]),
+    ("- just a list\n", ["a spec is a mapping"]),
+]
+
+
+@pytest.mark.parametrize("text, expected", BAD_SPECS, ids=[f"bad{i}" for i in range(len(BAD_SPECS))])
+def test_bad_specs_give_clear_errors_and_exit_2(text, expected, tmp_path, capsys):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text + ("" if "base:" in text or text.startswith("-") else f"base: {BASE}\n"))
+    with pytest.raises(SpecError) as error:
+        load_spec(path)
+    for part in expected:
+        assert part in str(error.value), str(error.value)
+    assert str(error.value).startswith(str(path))
+    # The command line: exit 2, "error: ..." on stderr, nothing written, no traceback.
+    out = tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out)]) == 2
+    stderr = capsys.readouterr().err
+    assert stderr.startswith("error: ") and expected[-1] in stderr and "Traceback" not in stderr
+    assert not out.exists()
+
+
+def test_cli_process_exits_2_without_a_traceback(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("grid:\n  clip_eps: [0.1\n")
+    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "sweep", str(path), "--dry-run"],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_refusals_before_anything_runs(tmp_path, capsys):
+    spec = ROOT / "experiments" / "clip_eps_tiny.yaml"
+    cases = [
+        (["sweep", str(tmp_path / "missing.yaml"), "--out", str(tmp_path / "a")], "cannot read spec"),
+        (["sweep", str(spec)], "--out DIR is required"),
+        (["sweep", str(spec), "--out", str(tmp_path / "b"), "--part", "2/2"], "0 <= i < N"),
+        (["sweep", str(spec), "--out", str(tmp_path / "c"), "--memory-budget", "lots"], "--memory-budget"),
+        (["sweep", str(spec), "--out", str(tmp_path / "d"), "--chunk-size", "0"], "--chunk-size must be a positive"),
+        (["sweep", str(spec), "--out", str(tmp_path / "e"), "--force", "--resume"], "cannot be combined"),
+    ]
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("mine")
+    cases.append((["sweep", str(spec), "--out", str(tmp_path / "keep"), "--force"], "not a ppo-jax run directory"))
+    for args, message in cases:
+        assert main(args) == 2, args
+        stderr = capsys.readouterr().err
+        assert stderr.startswith("error: ") and message in stderr, (args, stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"] and (tmp_path / "keep" / "notes.txt").exists()
+
+
+def test_line_numbers_of_parsed_yaml():
+    data, lines = parse_yaml("base:\n  lr: 1e-3\ngrid:\n  clip_eps:\n    - 0.1\n    - 0.2\n")
+    assert data == {"base": {"lr": 0.001}, "grid": {"clip_eps": [0.1, 0.2]}}
+    assert lines[("base", "lr")] == 2 and lines[("grid", "clip_eps", 1)] == 6
