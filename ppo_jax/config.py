@@ -15,6 +15,10 @@ import numpy as np
 from flax import struct
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
+Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
+Schedule = Literal["constant", "linear"]
+OBJECTIVES = ("clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip")
+SCHEDULES = ("constant", "linear")
 
 # Names of the traced float32 leaves, in declaration order.
 TRACED_FIELDS = (
@@ -29,6 +33,11 @@ TRACED_FIELDS = (
     "adam_eps",
     "obs_clip",
     "reward_clip",
+    "kl_beta",
+    "kl_target",
+    "dual_clip_c",
+    "target_kl",
+    "clip_kl_target",
 )
 
 
@@ -73,6 +82,16 @@ class PPOConfig:
     """Normalize observations by a running mean/var (one set per run), clipped to +-obs_clip."""
     normalize_reward: bool = _static(False)
     """Scale rewards by the running std of the discounted return, clipped to +-reward_clip."""
+    objective: Objective = _static("clip")
+    """Policy objective: clip (PPO), clip_no_min, unclipped (r*A), kl_fixed, kl_adaptive (PPO paper sec. 4), dual_clip."""
+    clip_schedule: Schedule = _static("constant")
+    """Schedule of clip_eps over the run: constant, or linear decay to 0."""
+    ent_schedule: Schedule = _static("constant")
+    """Schedule of ent_coef over the run: constant, or linear decay to 0."""
+    adaptive_clip: bool = _static(False)
+    """Adapt clip_eps after each update to keep the KL near clip_kl_target (x/÷ 1.5, within [0.01, 0.5])."""
+    early_stop_kl: bool = _static(False)
+    """Skip the rest of an update's minibatch steps once a minibatch's approx KL exceeds target_kl."""
     progress: bool = _static(False)
     """Report progress to the host (env steps, return, steps/s) about 100 times per run."""
 
@@ -99,6 +118,16 @@ class PPOConfig:
     """Clip of normalized observations (with normalize_obs)."""
     reward_clip: float = _leaf(10.0)
     """Clip of scaled rewards (with normalize_reward)."""
+    kl_beta: float = _leaf(1.0)
+    """KL penalty coefficient beta (kl_fixed), or its initial value (kl_adaptive)."""
+    kl_target: float = _leaf(0.01)
+    """d_targ of kl_adaptive: beta halves when KL < d_targ/1.5 and doubles when KL > 1.5 d_targ."""
+    dual_clip_c: float = _leaf(3.0)
+    """Lower bound c*A of the dual-clip objective for A < 0 (c > 1)."""
+    target_kl: float = _leaf(0.02)
+    """KL threshold of early_stop_kl."""
+    clip_kl_target: float = _leaf(0.01)
+    """KL target of adaptive_clip."""
 
     def __post_init__(self):
         # Python numbers become float32 leaves (weakly typed floats would retrace).

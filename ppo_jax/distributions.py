@@ -50,3 +50,14 @@ def entropy(dist: PolicyDist) -> jax.Array:
         return -jnp.sum(jnp.exp(logp) * logp, axis=-1)
     per_dim = dist.log_std + 0.5 * math.log(2 * math.pi * math.e)
     return jnp.broadcast_to(jnp.sum(per_dim, axis=-1), dist.loc.shape[:-1])
+
+
+def kl_divergence(p: PolicyDist, q: PolicyDist) -> jax.Array:
+    """Exact KL(p || q) between two distributions of the same family; shape [...]."""
+    if p.log_std is None:
+        logp = jax.nn.log_softmax(p.loc, axis=-1)
+        logq = jax.nn.log_softmax(q.loc, axis=-1)
+        return jnp.sum(jnp.exp(logp) * (logp - logq), axis=-1)
+    var_ratio = jnp.exp(2.0 * (p.log_std - q.log_std))
+    mean_term = ((p.loc - q.loc) * jnp.exp(-q.log_std)) ** 2
+    return 0.5 * jnp.sum(var_ratio + mean_term - 1.0 - 2.0 * (p.log_std - q.log_std), axis=-1)

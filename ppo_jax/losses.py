@@ -13,26 +13,9 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
+from ppo_jax.objectives import clipped_surrogate_loss, policy_loss
 
-
-def clipped_surrogate_loss(
-    log_prob: jax.Array,
-    old_log_prob: jax.Array,
-    advantage: jax.Array,
-    *,
-    clip_eps: jax.typing.ArrayLike,
-) -> jax.Array:
-    """Per-sample ``-min(r A, clip(r, 1-eps, 1+eps) A)`` with ``r = exp(log_prob - old_log_prob)``.
-
-    The ``min`` takes the pessimistic side: for A > 0 the objective stops growing
-    once r > 1 + eps (zero gradient), for A < 0 once r < 1 - eps; on the other
-    side of the range the unclipped term is smaller and keeps its gradient.
-    Same shape as the inputs.
-    """
-    ratio = jnp.exp(log_prob - old_log_prob)
-    unclipped = ratio * advantage
-    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantage
-    return -jnp.minimum(unclipped, clipped)
+__all__ = ["clipped_surrogate_loss", "value_loss", "explained_variance", "ppo_loss", "Minibatch", "LossCoefficients"]
 
 
 def value_loss(
@@ -61,6 +44,15 @@ class Minibatch(NamedTuple):
     value: jax.Array  # [M] V_old(s)
     advantage: jax.Array  # [M]
     target: jax.Array  # [M] value target (GAE return)
+    old_dist: distributions.PolicyDist  # pi_old(.|s): loc [M, A], log_std [M, A] or None
+
+
+class LossCoefficients(NamedTuple):
+    """Coefficients that may change during a run (schedules, adaptation), scalars."""
+
+    clip_eps: jax.Array
+    ent_coef: jax.Array
+    kl_beta: jax.Array
 
 
 def explained_variance(prediction: jax.Array, target: jax.Array) -> jax.Array:
@@ -69,34 +61,42 @@ def explained_variance(prediction: jax.Array, target: jax.Array) -> jax.Array:
     return jnp.where(var_target > 0, 1.0 - jnp.var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan)
 
 
-def ppo_loss(params, apply_fn, batch: Minibatch, cfg) -> tuple[jax.Array, dict[str, jax.Array]]:
-    """Total PPO loss on a minibatch and its diagnostics (all scalars).
+def ppo_loss(
+    params, apply_fn, batch: Minibatch, cfg, coefs: LossCoefficients
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Total PPO loss ``policy + vf_coef * value - ent_coef * entropy`` on a minibatch, and diagnostics (scalars).
 
-    ``cfg`` supplies clip_eps, vf_clip_eps, ent_coef, vf_coef (traced) and
-    norm_adv, clip_vloss (static).
+    ``cfg`` supplies the static switches (objective, norm_adv, clip_vloss) and
+    vf_clip_eps, vf_coef, dual_clip_c; ``coefs`` the current clip_eps, ent_coef, kl_beta.
     """
     dist, value = apply_fn(params, batch.obs)
     advantage = batch.advantage
     if cfg.norm_adv:
         advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+    uses_kl = cfg.objective in ("kl_fixed", "kl_adaptive")
 
-    def per_sample(dist_i, value_i, action, old_log_prob, old_value, adv, target):
+    def per_sample(dist_i, old_dist_i, value_i, action, old_log_prob, old_value, adv, target):
         log_prob = distributions.log_prob(dist_i, action)
         log_ratio = log_prob - old_log_prob
         ratio = jnp.exp(log_ratio)
+        kl = distributions.kl_divergence(old_dist_i, dist_i) if uses_kl else jnp.zeros_like(log_prob)
         return dict(
-            policy_loss=clipped_surrogate_loss(log_prob, old_log_prob, adv, clip_eps=cfg.clip_eps),
+            policy_loss=policy_loss(
+                cfg.objective, log_prob, old_log_prob, adv, kl,
+                clip_eps=coefs.clip_eps, kl_beta=coefs.kl_beta, dual_clip_c=cfg.dual_clip_c,
+            ),  # fmt: skip
             value_loss=value_loss(value_i, old_value, target, vf_clip_eps=cfg.vf_clip_eps, clip=cfg.clip_vloss),
             entropy=distributions.entropy(dist_i),
             approx_kl=(ratio - 1.0) - log_ratio,
-            clip_fraction=(jnp.abs(ratio - 1.0) > cfg.clip_eps).astype(jnp.float32),
+            clip_fraction=(jnp.abs(ratio - 1.0) > coefs.clip_eps).astype(jnp.float32),
         )
 
     dist_axes = distributions.PolicyDist(0, None)
-    terms = jax.vmap(per_sample, in_axes=(dist_axes, 0, 0, 0, 0, 0, 0))(
-        dist, value, batch.action, batch.log_prob, batch.value, advantage, batch.target
+    old_axes = distributions.PolicyDist(0, None if batch.old_dist.log_std is None else 0)
+    terms = jax.vmap(per_sample, in_axes=(dist_axes, old_axes, 0, 0, 0, 0, 0, 0))(
+        dist, batch.old_dist, value, batch.action, batch.log_prob, batch.value, advantage, batch.target
     )
     metrics = {name: term.mean() for name, term in terms.items()}
-    loss = metrics["policy_loss"] + cfg.vf_coef * metrics["value_loss"] - cfg.ent_coef * metrics["entropy"]
+    loss = metrics["policy_loss"] + cfg.vf_coef * metrics["value_loss"] - coefs.ent_coef * metrics["entropy"]
     metrics["explained_variance"] = explained_variance(value, batch.target)
     return loss, metrics

@@ -10,6 +10,7 @@ from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import distributions
+from ppo_jax.adaptation import Coefficients
 from ppo_jax.envs import EnvSpec
 from ppo_jax.normalization import RewardScaler, RunningMeanStd, normalize, scale_reward, update_stats
 
@@ -37,6 +38,7 @@ class RunnerState(NamedTuple):
     obs_stats: RunningMeanStd
     reward_scaler: RewardScaler
     episodes: EpisodeStats
+    coefs: Coefficients  # adapted clip_eps and KL beta
     key: jax.Array
 
 
@@ -46,6 +48,7 @@ class Transition(NamedTuple):
     obs: jax.Array  # observation the policy saw (normalized if normalize_obs)
     action: jax.Array  # sampled action, unclipped
     log_prob: jax.Array  # log pi_old(a|s)
+    dist: distributions.PolicyDist  # pi_old(.|s): loc [T, B, A], log_std [T, B, A] or None
     value: jax.Array  # V_old(s)
     reward: jax.Array  # reward (scaled if normalize_reward)
     terminated: jax.Array  # the episode reached a terminal state: no bootstrap
@@ -104,13 +107,16 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
             obs=obs_in,
             action=action,
             log_prob=log_prob,
+            dist=dist if dist.log_std is None else dist._replace(log_std=jnp.broadcast_to(dist.log_std, dist.loc.shape)),
             value=value,
             reward=train_reward,
             terminated=terminated,
             done=done,
             next_obs=critic_next_obs,
         )
-        runner = RunnerState(None, env_state, next_obs, obs_stats, reward_scaler, episodes, key)
+        runner = runner._replace(
+            env_state=env_state, obs=next_obs, obs_stats=obs_stats, reward_scaler=reward_scaler, episodes=episodes, key=key
+        )
         return runner, transition
 
     # The parameters are loop-invariant: close over them instead of carrying them through the scan.

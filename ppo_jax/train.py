@@ -15,10 +15,11 @@ from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import progress
+from ppo_jax.adaptation import adapt, init_coefficients, scheduled
 from ppo_jax.config import PPOConfig
 from ppo_jax.envs import make_env
 from ppo_jax.gae import compute_gae
-from ppo_jax.losses import Minibatch
+from ppo_jax.losses import LossCoefficients, Minibatch
 from ppo_jax.networks import ActorCritic
 from ppo_jax.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
 from ppo_jax.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
@@ -37,7 +38,12 @@ METRIC_NAMES = (
     "explained_variance",
     "grad_norm",
     "loss",
+    "kl",
+    "update_fraction",
     "learning_rate",
+    "clip_eps",
+    "ent_coef",
+    "kl_beta",
 )
 
 
@@ -87,6 +93,7 @@ def init_runner(cfg: PPOConfig, key: jax.Array) -> RunnerState:
         obs_stats=obs_stats,
         reward_scaler=init_reward_scaler(cfg.num_envs),
         episodes=init_episode_stats(cfg.num_envs),
+        coefs=init_coefficients(cfg),
         key=run_key,
     )
 
@@ -109,10 +116,15 @@ def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> t
     advantages, targets = compute_gae(
         traj.reward, traj.value, next_values, traj.terminated, traj.done, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda
     )
-    batch = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, advantages, targets)
+    batch = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, advantages, targets, traj.dist)
     batch = jax.tree.map(lambda x: x.reshape((cfg.batch_size,) + x.shape[2:]), batch)
+    coefs = LossCoefficients(
+        clip_eps=scheduled(cfg.clip_schedule, runner.coefs.clip_eps, update_idx, cfg.num_updates),
+        ent_coef=scheduled(cfg.ent_schedule, cfg.ent_coef, update_idx, cfg.num_updates),
+        kl_beta=runner.coefs.kl_beta,
+    )
     update_key, key = jax.random.split(runner.key)
-    train_state, loss_metrics = update(train_state, batch, cfg, update_key)
+    train_state, loss_metrics = update(train_state, batch, cfg, coefs, update_key)
 
     episodes = runner.episodes
     metrics = {
@@ -121,12 +133,14 @@ def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> t
         "episodes": episodes.completed.sum(),
         **loss_metrics,
         "learning_rate": jnp.asarray(learning_rate, jnp.float32),
+        **{name: jnp.asarray(value, jnp.float32) for name, value in coefs._asdict().items()},
     }
     if cfg.progress:
         progress.report(
             update_idx, metrics["episode_return"], num_updates=cfg.num_updates, batch_size=cfg.batch_size
         )
-    return runner._replace(train_state=train_state, key=key), metrics
+    next_coefs = adapt(runner.coefs, loss_metrics["kl"], cfg)
+    return runner._replace(train_state=train_state, coefs=next_coefs, key=key), metrics
 
 
 def train(cfg: PPOConfig, key: jax.Array) -> TrainOutput:

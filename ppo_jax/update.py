@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import optax
 from flax.training.train_state import TrainState
 from jax import lax
 
-from ppo_jax.losses import Minibatch, ppo_loss
+from ppo_jax import distributions
+from ppo_jax.losses import LossCoefficients, Minibatch, ppo_loss
 
 
 def make_optimizer() -> optax.GradientTransformation:
@@ -35,30 +37,44 @@ def set_hyperparams(train_state: TrainState, **values) -> TrainState:
     opt_state = train_state.opt_state
     hyperparams = dict(opt_state.hyperparams)
     for name, value in values.items():
-        hyperparams[name] = jax.numpy.asarray(value, hyperparams[name].dtype)
+        hyperparams[name] = jnp.asarray(value, hyperparams[name].dtype)
     return train_state.replace(opt_state=opt_state._replace(hyperparams=hyperparams))
 
 
 def update(
-    train_state: TrainState, batch: Minibatch, cfg, key: jax.Array
+    train_state: TrainState, batch: Minibatch, cfg, coefs: LossCoefficients, key: jax.Array
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """Train on one rollout ``batch`` (every field ``[N, ...]``, N = num_envs*num_steps).
 
-    Returns the new train state and the loss diagnostics averaged over all
-    epochs x minibatches (scalars), including the pre-clip gradient norm.
+    Returns the new train state and diagnostics (scalars): the loss terms averaged
+    over all epochs x minibatches, the pre-clip gradient norm, ``kl`` — the exact
+    KL(pi_old || pi_new) over the batch after the update — and ``update_fraction``,
+    the share of minibatch steps taken (below 1 only with ``early_stop_kl``: once a
+    minibatch's approx KL exceeds ``target_kl``, it and every later step are skipped).
     """
     num_mb, mb_size = cfg.num_minibatches, cfg.minibatch_size
     grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
 
-    def minibatch_step(train_state: TrainState, minibatch: Minibatch):
-        (loss, metrics), grads = grad_fn(train_state.params, train_state.apply_fn, minibatch, cfg)
+    def minibatch_step(carry, minibatch: Minibatch):
+        train_state, stopped = carry
+        (loss, metrics), grads = grad_fn(train_state.params, train_state.apply_fn, minibatch, cfg, coefs)
         metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
-        return train_state.apply_gradients(grads=grads), metrics
+        new_state = train_state.apply_gradients(grads=grads)
+        if cfg.early_stop_kl:
+            stopped = stopped | (metrics["approx_kl"] > cfg.target_kl)
+            new_state = jax.tree.map(lambda old, new: jnp.where(stopped, old, new), train_state, new_state)
+        metrics["update_fraction"] = 1.0 - stopped.astype(jnp.float32)
+        return (new_state, stopped), metrics
 
-    def epoch(train_state: TrainState, epoch_key: jax.Array):
+    def epoch(carry, epoch_key: jax.Array):
         permutation = jax.random.permutation(epoch_key, cfg.batch_size)
         shuffled = jax.tree.map(lambda x: x[permutation].reshape((num_mb, mb_size) + x.shape[1:]), batch)
-        return lax.scan(minibatch_step, train_state, shuffled)
+        return lax.scan(minibatch_step, carry, shuffled)
 
-    train_state, metrics = lax.scan(epoch, train_state, jax.random.split(key, cfg.update_epochs))
-    return train_state, jax.tree.map(lambda m: m.mean(), metrics)
+    (train_state, _), metrics = lax.scan(
+        epoch, (train_state, jnp.array(False)), jax.random.split(key, cfg.update_epochs)
+    )
+    metrics = jax.tree.map(lambda m: m.mean(), metrics)
+    new_dist, _ = train_state.apply_fn(train_state.params, batch.obs)
+    metrics["kl"] = distributions.kl_divergence(batch.old_dist, new_dist).mean()
+    return train_state, metrics

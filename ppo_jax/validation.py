@@ -6,7 +6,7 @@ import difflib
 
 import numpy as np
 
-from ppo_jax.config import TRACED_FIELDS, PPOConfig, field_names
+from ppo_jax.config import OBJECTIVES, SCHEDULES, TRACED_FIELDS, PPOConfig, field_names
 
 
 class ConfigError(ValueError):
@@ -82,10 +82,11 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         not isinstance(h, (int, np.integer)) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes
     ):
         raise ConfigError(f"hidden_sizes must be one or more positive integers, got {cfg.hidden_sizes!r}.")
-    if cfg.activation not in ("tanh", "relu", "gelu", "silu"):
-        raise ConfigError(
-            f"unknown activation {cfg.activation!r}.{_close(str(cfg.activation), ('tanh', 'relu', 'gelu', 'silu'))}"
-        )
+    _check_choice("activation", cfg.activation, ("tanh", "relu", "gelu", "silu"))
+
+    _check_choice("objective", cfg.objective, OBJECTIVES)
+    _check_choice("clip_schedule", cfg.clip_schedule, SCHEDULES)
+    _check_choice("ent_schedule", cfg.ent_schedule, SCHEDULES)
 
     _check_range("lr", cfg.lr, low=0, low_open=True, hint=" A typical value is 2.5e-4.")
     _check_range("clip_eps", cfg.clip_eps, low=0, low_open=True, hint=" A typical value is 0.2.")
@@ -98,8 +99,18 @@ def validate(cfg: PPOConfig) -> PPOConfig:
     _check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
     _check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
     _check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
+    _check_range("kl_beta", cfg.kl_beta, low=0)
+    _check_range("kl_target", cfg.kl_target, low=0, low_open=True)
+    _check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")
+    _check_range("target_kl", cfg.target_kl, low=0, low_open=True)
+    _check_range("clip_kl_target", cfg.clip_kl_target, low=0, low_open=True)
     _check_leaf_shapes(cfg)
     return cfg
+
+
+def _check_choice(name: str, value, choices) -> None:
+    if value not in choices:
+        raise ConfigError(f"unknown {name} {value!r}.{_close(str(value), choices)} Choose one of: {', '.join(choices)}.")
 
 
 def _check_leaf_shapes(cfg: PPOConfig) -> None:

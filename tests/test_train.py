@@ -89,7 +89,8 @@ def test_traced_leaves_do_not_retrace():
     run(base, key)
     alternatives = dict(
         lr=1e-3, clip_eps=0.3, vf_clip_eps=0.5, ent_coef=0.0, vf_coef=1.0, gamma=0.9, gae_lambda=0.5,
-        max_grad_norm=1.0, adam_eps=1e-8, obs_clip=5.0, reward_clip=5.0,
+        max_grad_norm=1.0, adam_eps=1e-8, obs_clip=5.0, reward_clip=5.0, kl_beta=3.0, kl_target=0.03,
+        dual_clip_c=2.0, target_kl=0.05, clip_kl_target=0.02,
     )
     assert set(alternatives) == set(TRACED_FIELDS)
     for name, value in alternatives.items():

@@ -1,0 +1,56 @@
+"""Coefficients that change over a run: schedules, the adaptive KL penalty and the adaptive clip range.
+
+The adapted values live in ``Coefficients``, carried in the training state, so
+they work under ``vmap`` (each setting and seed adapts its own).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+ADAPTIVE_CLIP_RANGE = (0.01, 0.5)
+"""Bounds of clip_eps under adaptive_clip."""
+
+
+class Coefficients(NamedTuple):
+    """Adapted coefficients, scalars: the base clip range and the KL penalty beta."""
+
+    clip_eps: jax.Array
+    kl_beta: jax.Array
+
+
+def init_coefficients(cfg) -> Coefficients:
+    return Coefficients(jnp.asarray(cfg.clip_eps, jnp.float32), jnp.asarray(cfg.kl_beta, jnp.float32))
+
+
+def scheduled(kind: str, value, update_idx, num_updates: int):
+    """``value`` at update ``update_idx``: constant, or linear decay ``value * (1 - u / num_updates)``."""
+    if kind == "constant":
+        return value
+    return value * (1.0 - update_idx / num_updates)
+
+
+def adapt_kl_beta(beta: jax.Array, kl: jax.Array, kl_target) -> jax.Array:
+    """PPO paper, sec. 4: halve beta if KL < d_targ / 1.5, double it if KL > 1.5 d_targ."""
+    beta = jnp.where(kl < kl_target / 1.5, beta / 2.0, beta)
+    return jnp.where(kl > kl_target * 1.5, beta * 2.0, beta)
+
+
+def adapt_clip_eps(clip_eps: jax.Array, kl: jax.Array, kl_target) -> jax.Array:
+    """Shrink eps by 1.5 if KL > 1.5 target, grow it by 1.5 if KL < target / 1.5; kept in ADAPTIVE_CLIP_RANGE."""
+    clip_eps = jnp.where(kl > kl_target * 1.5, clip_eps / 1.5, clip_eps)
+    clip_eps = jnp.where(kl < kl_target / 1.5, clip_eps * 1.5, clip_eps)
+    return jnp.clip(clip_eps, *ADAPTIVE_CLIP_RANGE)
+
+
+def adapt(coefs: Coefficients, kl: jax.Array, cfg) -> Coefficients:
+    """Coefficients for the next update, given the KL(pi_old || pi_new) this update produced."""
+    clip_eps, kl_beta = coefs
+    if cfg.objective == "kl_adaptive":
+        kl_beta = adapt_kl_beta(kl_beta, kl, cfg.kl_target)
+    if cfg.adaptive_clip:
+        clip_eps = adapt_clip_eps(clip_eps, kl, cfg.clip_kl_target)
+    return Coefficients(clip_eps, kl_beta)

@@ -1,0 +1,71 @@
+"""The family of policy objectives PPO is compared with, as per-sample losses (negated objectives).
+
+With ``r = exp(log_prob - old_log_prob)`` and advantage ``A``:
+
+| objective     | objective maximised                                   | reference                          |
+|---------------|-------------------------------------------------------|------------------------------------|
+| ``clip``        | min(r A, clip(r, 1-eps, 1+eps) A)                     | Schulman et al. 2017, eq. 7        |
+| ``clip_no_min`` | clip(r, 1-eps, 1+eps) A                               | ablation: "why is min needed"      |
+| ``unclipped``   | r A                                                   | Schulman et al. 2017, eq. 6 (CPI) |
+| ``kl_fixed``    | r A - beta KL(pi_old || pi)                           | Schulman et al. 2017, eq. 8        |
+| ``kl_adaptive`` | r A - beta KL(pi_old || pi), beta adapted per update  | Schulman et al. 2017, sec. 4       |
+| ``dual_clip``   | clip objective; for A < 0 also bounded below by c A   | Ye et al. 2020, eq. 5              |
+
+The KL term is the exact KL between the old and the new action distribution at
+the sample's state (not a sample estimate).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def clipped_surrogate_loss(
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantage: jax.Array,
+    *,
+    clip_eps: jax.typing.ArrayLike,
+) -> jax.Array:
+    """Per-sample ``-min(r A, clip(r, 1-eps, 1+eps) A)`` with ``r = exp(log_prob - old_log_prob)``.
+
+    The ``min`` takes the pessimistic side: for A > 0 the objective stops growing
+    once r > 1 + eps (zero gradient), for A < 0 once r < 1 - eps; on the other
+    side of the range the unclipped term is smaller and keeps its gradient.
+    Same shape as the inputs.
+    """
+    ratio = jnp.exp(log_prob - old_log_prob)
+    unclipped = ratio * advantage
+    clipped = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantage
+    return -jnp.minimum(unclipped, clipped)
+
+
+def policy_loss(
+    objective: str,
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantage: jax.Array,
+    kl: jax.Array,
+    *,
+    clip_eps: jax.typing.ArrayLike,
+    kl_beta: jax.typing.ArrayLike,
+    dual_clip_c: jax.typing.ArrayLike,
+) -> jax.Array:
+    """Per-sample policy loss of ``objective`` (static); every array has the same shape.
+
+    ``kl`` is KL(pi_old || pi) at the sample's state; only the KL objectives use it.
+    """
+    ratio = jnp.exp(log_prob - old_log_prob)
+    if objective == "clip":
+        return clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
+    if objective == "clip_no_min":
+        return -jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantage
+    if objective == "unclipped":
+        return -ratio * advantage
+    if objective in ("kl_fixed", "kl_adaptive"):
+        return -(ratio * advantage - kl_beta * kl)
+    if objective == "dual_clip":
+        clipped = -clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
+        return -jnp.where(advantage < 0, jnp.maximum(clipped, dual_clip_c * advantage), clipped)
+    raise ValueError(f"unknown objective {objective!r}")
