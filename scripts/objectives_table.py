@@ -1,0 +1,143 @@
+"""Normalized scores of the objectives sweep, beside Table 1 of the PPO paper.
+
+Normalization as in Schulman et al. (2017), sec. 6.1: per environment, a random
+policy scores 0 and the best setting scores 1; scores are then averaged over
+environments. A run's score is its final return (mean episodic return over the
+last 5% of updates, ``ppo_jax.stats.final_return``), averaged over seeds. The
+random policy draws actions uniformly within the action bounds (measured here,
+``--random-episodes`` episodes per env).
+
+    python scripts/objectives_table.py runs/objectives_quick [--out docs/results/objectives.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from ppo_jax.envs import make_env
+from ppo_jax.stats import bootstrap_ci, final_return
+
+# Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
+PAPER_TABLE_1 = {
+    ("unclipped", None): -0.39,
+    ("clip", 0.1): 0.76,
+    ("clip", 0.2): 0.82,
+    ("clip", 0.3): 0.70,
+    ("kl_adaptive", 0.003): 0.68,
+    ("kl_adaptive", 0.01): 0.74,
+    ("kl_adaptive", 0.03): 0.71,
+    ("kl_fixed", 0.3): 0.62,
+    ("kl_fixed", 1.0): 0.71,
+    ("kl_fixed", 3.0): 0.72,
+    ("kl_fixed", 10.0): 0.69,
+}
+
+
+def label(objective: str, clip_eps: float, kl_target: float, kl_beta: float) -> tuple[str, tuple]:
+    """Human label and the key into PAPER_TABLE_1."""
+    if objective == "unclipped":
+        return "No clipping or penalty", ("unclipped", None)
+    if objective == "clip":
+        return f"Clipping, ε = {clip_eps:g}", ("clip", round(clip_eps, 3))
+    if objective == "kl_adaptive":
+        return f"Adaptive KL, d_targ = {kl_target:g}", ("kl_adaptive", round(kl_target, 4))
+    if objective == "kl_fixed":
+        return f"Fixed KL, β = {kl_beta:g}", ("kl_fixed", round(kl_beta, 3))
+    if objective == "clip_no_min":
+        return f"Clipping without min, ε = {clip_eps:g}", (objective, None)
+    return f"Dual clip, ε = {clip_eps:g}, c = 3", (objective, None)
+
+
+def random_policy_return(env_name: str, episodes: int, seed: int = 0) -> float:
+    """Mean return of uniformly random actions over ``episodes`` full episodes (inside jit)."""
+    spec = make_env(env_name)
+    env, params = spec.env, spec.params
+    horizon = int(params.max_steps_in_episode)
+
+    def episode(key):
+        reset_key, key = jax.random.split(key)
+        _, state = env.reset(reset_key, params)
+
+        def step(carry, key):
+            state, total, alive = carry
+            act_key, step_key = jax.random.split(key)
+            if spec.discrete:
+                action = jax.random.randint(act_key, (), 0, spec.action_dim)
+            else:
+                action = jax.random.uniform(act_key, (spec.action_dim,), minval=spec.action_low, maxval=spec.action_high)
+            _, state, reward, terminated, truncated, _ = env.step(step_key, state, action, params)
+            total = total + alive * reward
+            return (state, total, alive * (1.0 - jnp.logical_or(terminated, truncated))), None
+
+        (_, total, _), _ = jax.lax.scan(step, (state, 0.0, 1.0), jax.random.split(key, horizon))
+        return total
+
+    return float(jax.jit(jax.vmap(episode))(jax.random.split(jax.random.key(seed), episodes)).mean())
+
+
+def scores(table: pd.DataFrame) -> pd.DataFrame:
+    """Final return per env x setting x seed."""
+    keys = ["env", "setting_id", "objective", "clip_eps", "kl_target", "kl_beta", "seed"]
+    rows = []
+    for key, runs in table.sort_values("update").groupby(keys, sort=False):
+        rows.append(dict(zip(keys, key), final=float(final_return(runs["episode_return"].to_numpy()))))
+    return pd.DataFrame(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("sweep_dir", type=Path)
+    parser.add_argument("--out", type=Path, help="also write the Markdown table here")
+    parser.add_argument("--random-episodes", type=int, default=100)
+    args = parser.parse_args()
+
+    table = pd.read_parquet(args.sweep_dir / "metrics.parquet")
+    per_run = scores(table)
+    envs = list(dict.fromkeys(per_run["env"]))
+    random_scores = {env: random_policy_return(env, args.random_episodes) for env in envs}
+    per_setting = per_run.groupby(["env", "setting_id"], sort=False)["final"].mean().rename("mean").reset_index()
+    best = per_setting.groupby("env")["mean"].max()
+    per_run["normalized"] = [
+        (r.final - random_scores[r.env]) / (best[r.env] - random_scores[r.env]) for r in per_run.itertuples()
+    ]
+
+    lines = [
+        "| objective | " + " | ".join(f"{env} final return" for env in envs) + " | normalized (mean over envs, 95% CI) | paper, Table 1 |",
+        "|---|" + "---|" * len(envs) + "---|---|",
+    ]
+    for setting_id, runs in per_run.groupby("setting_id", sort=True):
+        first = runs.iloc[0]
+        name, paper_key = label(first.objective, first.clip_eps, first.kl_target, first.kl_beta)
+        cells = []
+        for env in envs:
+            values = runs[runs.env == env]["final"].to_numpy()
+            cells.append(f"{values.mean():.1f} ± {values.std(ddof=1) if len(values) > 1 else 0:.1f}")
+        # Average over envs per seed index, then a bootstrap CI over seeds.
+        per_seed = runs.groupby("seed")["normalized"].mean().to_numpy()
+        mean, low, high = bootstrap_ci(per_seed)
+        paper = PAPER_TABLE_1.get(paper_key)
+        lines.append(
+            f"| {name} | " + " | ".join(cells) + f" | {mean:.2f} [{low:.2f}, {high:.2f}] | "
+            + (f"{paper:.2f}" if paper is not None else "–") + " |"
+        )
+    header = [
+        f"Random-policy return (uniform actions, {args.random_episodes} episodes): "
+        + ", ".join(f"{env} {score:.1f}" for env, score in random_scores.items()),
+        f"Best setting per env (= 1): " + ", ".join(f"{env} {best[env]:.1f}" for env in envs),
+        "",
+    ]
+    text = "\n".join(header + lines)
+    print(text)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
