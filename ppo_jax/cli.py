@@ -220,20 +220,20 @@ def run_train(args: Train, argv: list[str]) -> int:
 
 
 def run_sweep(args: Sweep, argv: list[str]) -> int:
+    if args.distributed and not args.dry_run:
+        import jax
+
+        jax.distributed.initialize()  # before anything starts a backend (importing gymnax does)
     from ppo_jax import sweep
     from ppo_jax.sweep_spec import SpecError
 
-    spec = sweep.load_spec(args.spec)  # every spec error before JAX starts a backend
+    spec = sweep.load_spec(args.spec)  # every spec error before anything compiles
     cache = "auto" if args.cache_dir is None else args.cache_dir
     if args.dry_run:
         _say(sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache))
         return 0
     if args.out is None:
         raise SpecError("--out DIR is required: the sweep writes its chunks and table there (or use --dry-run).")
-    if args.distributed:
-        import jax
-
-        jax.distributed.initialize()
     import signal
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SLURM preemption: stop like Ctrl-C
@@ -245,6 +245,10 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
     except KeyboardInterrupt:
         print(f"interrupted: finished chunks are saved in {args.out}; rerun with --resume to run the rest", file=sys.stderr)
         return 130
+    import jax
+
+    if jax.process_index() != 0:  # multi-host: process 0 reports
+        return 0
     summary = args.out / "summary.csv"
     if summary.exists():
         import pandas as pd

@@ -212,12 +212,12 @@ def _program(the_plan: Plan, group: Group, mesh, log: Callable) -> Program:
     return program
 
 
-def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable) -> tuple[pd.DataFrame, dict]:
+def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set) -> tuple[pd.DataFrame, dict]:
+    """Run one chunk; its info charges a program's compile time to the first chunk that uses it."""
     group = the_plan.groups[chunk.group]
-    compiled_before = group.index in the_plan.programs and the_plan.programs[group.index].size == round_up(
-        the_plan.chunk_sizes[group.index], mesh.size
-    )
     program = _program(the_plan, group, mesh, log)
+    compile_seconds = 0.0 if id(program) in charged else program.compile_seconds
+    charged.add(id(program))
     cfgs = [the_plan.spec.settings[i].cfg for i, _ in chunk.pairs]
     start = time.perf_counter()
     metrics = run_program(program, cfgs, [seed for _, seed in chunk.pairs], mesh)
@@ -225,7 +225,7 @@ def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable) -> tuple[pd.Da
     env_steps = sum(c.num_updates * c.batch_size for c in cfgs)
     info = {
         "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": program.size - len(chunk.pairs),
-        "compile_seconds": 0.0 if compiled_before else program.compile_seconds, "run_seconds": run_seconds,
+        "compile_seconds": compile_seconds, "run_seconds": run_seconds,
         "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "memory_bytes": program.memory,
         "devices": mesh.size, "host": socket.gethostname(), "finished": sweep_dir.now_iso(),
     }  # fmt: skip
@@ -268,6 +268,7 @@ def run(
     spec, part = load_spec(spec), parse_part(part) if isinstance(part, str) else part
     memory_budget = parse_bytes(memory_budget) if isinstance(memory_budget, str) else memory_budget
     _check_chunk_size(chunk_size)
+    progress = progress and jax.process_index() == 0  # one bar and log, from process 0, in a multi-host run
     log = _say if progress else (lambda message: None)
     if out is None and (resume or force or part):
         raise SpecError("resume, force and part need a sweep directory (out).")
@@ -296,12 +297,12 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
     pending = [c for c, todo in zip(mine, pending_mask) if todo]
     if out is not None and len(pending) < len(mine):
         log(f"resuming {out}: {len(mine) - len(pending)} of {len(mine)} chunks already done")
-    mesh, frames = device_mesh(), {}
+    mesh, frames, charged = device_mesh(), {}, set()
     from tqdm.auto import tqdm
 
     with tqdm(total=len(pending), unit="chunk", disable=not progress, dynamic_ncols=True) as bar:
         for chunk in pending:
-            frame, info = _run_chunk(the_plan, chunk, mesh, log)
+            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged)
             if out is not None and jax.process_index() == 0:
                 sweep_dir.write_chunk(out, chunk.chunk_id, frame, info)
                 sweep_dir.append_log(out, sweep_dir.log_line(info))

@@ -203,3 +203,20 @@ def test_window_metrics_by_hand():
     np.testing.assert_allclose(out["episode_return"], [2.0, 5.0, 7.0])  # NaN skipped, short last window
     np.testing.assert_allclose(out["episodes"], [4.0, 15.0, 7.0])  # summed
     assert window_metrics({"loss": values}, 1)["loss"] is values
+
+
+@pytest.mark.skipif(not os.environ.get("PPO_JAX_TEST_MULTIHOST"), reason="~90 s; set PPO_JAX_TEST_MULTIHOST=1 to run")
+def test_two_hosts_with_distributed_equal_one(tiny, tmp_path):
+    """--distributed across 2 processes x 2 CPU devices (a faked SLURM step, gloo collectives) = the unsharded sweep."""
+    out, procs = tmp_path / "two_hosts", []
+    for rank in range(2):
+        env = {"SLURM_JOB_ID": str(1000 + os.getpid() % 1000), "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
+               "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+               "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # fmt: skip
+        procs.append(cli(TINY_SPEC, "--out", out, "--distributed", "--chunk-size", "4", env=env))
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=400)
+        assert proc.returncode == 0, stderr
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["sweep"]["num_hosts"] == 2 and metadata["sweep"]["num_devices"] == 4
+    assert_tables_close(pd.read_parquet(out / "metrics.parquet"), tiny[1], rtol=1e-3)
