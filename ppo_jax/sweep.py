@@ -128,7 +128,7 @@ def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dic
     else:
         sizes = []
         for g in groups:
-            programs[g.index] = fit_program(g.cfg, len(g.pairs), budget, mesh, spec.log_every, cap=None)
+            programs[g.index] = fit_program(g.cfg, len(g.pairs), budget, mesh, spec.log_every)
             sizes.append(programs[g.index].size)
             log(f"group {g.index} ({_describe(g)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
                 f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s")  # fmt: skip
@@ -280,6 +280,8 @@ def run(
             stored = sweep_dir.check_out(out, spec, resume=resume, force=force, joining=part is not None)
         if _from_process_0(stored is not None):
             stored = stored or {}
+        elif resume:
+            log(f"nothing to resume in {out}: starting the sweep")
     with compilation_cache(cache_dir):
         the_plan = plan(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         if out is not None and stored is None and lead:

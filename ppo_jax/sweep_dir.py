@@ -169,6 +169,9 @@ def write_chunk(out: Path, chunk_id: str, table, info: dict) -> Path:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except FileNotFoundError:
+        if not path.exists():  # else a process that merged the table removed our temp file: the chunk is there
+            raise
     finally:
         tmp.unlink(missing_ok=True)
     return path
@@ -221,8 +224,14 @@ def append_log(out: Path, line: str) -> None:
 
 
 def finish(out: Path, table, summary, metadata_updates: dict) -> None:
-    """Write metrics.parquet and summary.csv (atomically), complete metadata.json, drop a replaced sweep."""
+    """Write metrics.parquet and summary.csv (atomically), complete metadata.json, drop leftovers.
+
+    Leftovers: temporary chunk files of killed processes, and the sweep that
+    ``force`` replaced.
+    """
     out = Path(out)
+    for leftover in (out / CHUNK_DIR).glob(".tmp-*"):
+        leftover.unlink(missing_ok=True)
     for name, write in ((TABLE_FILE, lambda p: table.to_parquet(p, index=False)), (SUMMARY_FILE, lambda p: summary.to_csv(p, index=False))):
         tmp = out / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
         write(tmp)

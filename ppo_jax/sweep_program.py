@@ -101,29 +101,32 @@ def default_memory_budget() -> int:
     return int(0.5 * ram / jax.local_device_count())
 
 
-def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_every: int, cap: int | None) -> Program:
-    """The largest program for this group whose memory estimate fits ``budget``, evenly chunked.
+def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_every: int) -> Program:
+    """The program for the largest evenly chunked size of this group whose memory estimate fits ``budget``.
 
-    Compiles at ``min(num_pairs, cap)`` first (the program a run uses when it fits,
-    so usually nothing is compiled twice); if the estimate is over budget, takes
-    the per-pair cost as estimate/size (an over-estimate: part is fixed) and
-    recompiles at the balanced chunk size that this allows, until it fits.
+    Compiles for all ``num_pairs`` first (the program a run uses when it fits, so
+    usually nothing is compiled twice). Over budget, it predicts the size that
+    fits from the estimates so far (memory = fixed + per pair x pairs: from one
+    estimate, per pair = estimate / pairs, which over-estimates; from two, the
+    line through them) and recompiles at the balanced chunk size below that.
     """
-    devices = mesh.size
-    limit = round_up(min(num_pairs, cap or num_pairs), devices)
-    size = balanced_chunk_size(num_pairs, limit, devices)
-    for _ in range(6):
+    devices, seen = mesh.size, []
+    size = round_up(num_pairs, devices)
+    while True:
         program = compile_program(cfg, size, mesh, log_every)
         if program.memory <= budget:
             return program
         if size == devices:
-            break
-        fit = int(budget / (program.memory / size))
-        size = balanced_chunk_size(num_pairs, min(fit, size - devices), devices)
-    raise SpecError(
-        f"{cfg.env}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per device, over the "
-        f"memory budget of {format_bytes(budget)}; raise --memory-budget or shrink the runs (num_envs, num_steps)."
-    )
+            raise SpecError(
+                f"{cfg.env}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per "
+                f"device, over the memory budget of {format_bytes(budget)}; raise --memory-budget or shrink the runs "
+                "(num_envs, num_steps)."
+            )
+        seen.append((size, program.memory))
+        (n1, m1), (n0, m0) = seen[-1], seen[-2] if len(seen) > 1 else (0, 0)
+        per_pair = (m1 - m0) / (n1 - n0) if len(seen) > 1 and m1 > m0 else m1 / n1
+        fit = int((budget - (m1 - per_pair * n1)) / per_pair)
+        size = balanced_chunk_size(num_pairs, min(fit, size - devices), devices)  # strictly smaller
 
 
 def stack_pairs(cfgs: list[PPOConfig], seeds: list[int], size: int) -> tuple[PPOConfig, np.ndarray]:

@@ -146,6 +146,30 @@ def test_chunk_sizes_are_balanced_multiples_of_the_device_count():
     assert chunks[1].pairs == ((1, 1), (1, 2), (2, 0), (2, 1))
 
 
+def test_memory_fit_finds_the_fewest_chunks_that_fit(monkeypatch):
+    """The search in fit_program, with a fake compiler whose estimate is 1000 + 10 * pairs bytes per device."""
+    from types import SimpleNamespace
+
+    from ppo_jax import sweep_program
+
+    compiled = []
+
+    def fake_compile(cfg, size, mesh, log_every):
+        compiled.append(size)
+        return sweep_program.Program(None, size, 0.0, 1000 + 10 * size)
+
+    monkeypatch.setattr(sweep_program, "compile_program", fake_compile)
+    mesh = SimpleNamespace(size=4)
+    # 100 pairs on 4 devices under 1500 bytes: 1 chunk of 100 (2000) and 2 of 52 (1520) are over;
+    # 3 chunks of 36 (1360) fit. 36, not 48: the pairs are spread evenly over the 3 chunks.
+    program = sweep_program.fit_program(PPOConfig(), 100, 1500, mesh, 1)
+    assert program.size == 36 and compiled == [100, 52, 36]
+    compiled.clear()
+    assert sweep_program.fit_program(PPOConfig(), 6, 10**6, mesh, 1).size == 8 and compiled == [8]  # all in one
+    with pytest.raises(SpecError, match="over the memory budget"):
+        sweep_program.fit_program(PPOConfig(), 100, 1030, mesh, 1)  # not even 1 pair per device fits
+
+
 def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
     assert [list(part_slice(10, (i, 3))) for i in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7, 8, 9]]
     assert [list(part_slice(2, (i, 4))) for i in range(4)] == [[], [0], [], [1]]
@@ -161,6 +185,8 @@ def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
 
 
 def test_example_specs_load():
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):
+        assert load_spec(path).settings, path
     clip = load_spec(ROOT / "experiments" / "clip_eps.yaml")
     assert len(clip.settings) * len(clip.seeds) == 80 and len(group_pairs(clip)) == 2
     assert [s.values["clip_eps"] for s in clip.settings[:5]] == [0.05, 0.1, 0.2, 0.3, 0.5]
