@@ -123,6 +123,8 @@ def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dic
     programs: dict[int, Program] = {}
     if stored is not None:  # other processes than 0 get zeros here and process 0's sizes below
         sizes = [int(s) for s in stored.get("chunk_sizes") or [0] * len(groups)]
+        if chunk_size is not None and stored.get("chunk_sizes"):
+            log(f"note: the directory's plan fixes the chunk sizes ({sizes}); --chunk-size is ignored")
     elif chunk_size is not None:
         sizes = [min(round_up(chunk_size, mesh.size), round_up(len(g.pairs), mesh.size)) for g in groups]
     else:
@@ -286,7 +288,8 @@ def run(
         the_plan = plan(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         if out is not None and stored is None and lead:
             metadata = _metadata(the_plan, command or [sys.executable, *sys.argv])
-            the_plan = the_plan._replace(chunk_sizes=sweep_dir.create(out, spec, the_plan.to_dict(), metadata, force=force)["chunk_sizes"])
+            in_effect = sweep_dir.create(out, spec, the_plan.to_dict(), metadata, force=force)  # maybe another part's
+            the_plan = the_plan._replace(chunk_sizes=in_effect["chunk_sizes"])
         return _execute(the_plan, out, part, progress, log)
 
 
