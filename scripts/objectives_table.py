@@ -94,6 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("sweep_dir", type=Path)
     parser.add_argument("--out", type=Path, help="also write the Markdown table here")
+    parser.add_argument("--figure", type=Path, help="also draw the normalized scores (PNG) beside the paper's")
     parser.add_argument("--random-episodes", type=int, default=100)
     args = parser.parse_args()
 
@@ -107,6 +108,7 @@ def main() -> None:
         (r.final - random_scores[r.env]) / (best[r.env] - random_scores[r.env]) for r in per_run.itertuples()
     ]
 
+    rows = []  # (label, mean, low, high, paper) for the figure
     lines = [
         "| objective | " + " | ".join(f"{env} final return" for env in envs) + " | normalized (mean over envs, 95% CI) | paper, Table 1 |",
         "|---|" + "---|" * len(envs) + "---|---|",
@@ -122,6 +124,7 @@ def main() -> None:
         per_seed = runs.groupby("seed")["normalized"].mean().to_numpy()
         mean, low, high = bootstrap_ci(per_seed)
         paper = PAPER_TABLE_1.get(paper_key)
+        rows.append((name, mean, low, high, paper))
         lines.append(
             f"| {name} | " + " | ".join(cells) + f" | {mean:.2f} [{low:.2f}, {high:.2f}] | "
             + (f"{paper:.2f}" if paper is not None else "–") + " |"
@@ -137,6 +140,33 @@ def main() -> None:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(text + "\n")
+    if args.figure:
+        draw(rows, envs, args.figure)
+
+
+def draw(rows, envs, path: Path) -> None:
+    """Horizontal bars: our normalized score with its 95% CI; diamonds: the paper's Table 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 0.32 * len(rows) + 1.2))
+    y = np.arange(len(rows))[::-1]
+    means = np.array([r[1] for r in rows])
+    err = np.array([[r[1] - r[2], r[3] - r[1]] for r in rows]).T
+    ax.barh(y, means, xerr=np.nan_to_num(err), color="#0072B2", alpha=0.8, label="ppo_jax (mean over envs, 95% CI)")
+    paper = [(yi, r[4]) for yi, r in zip(y, rows) if r[4] is not None]
+    ax.scatter([p for _, p in paper], [yi for yi, _ in paper], marker="D", color="#D55E00", zorder=3,
+               label="PPO paper, Table 1 (MuJoCo)")  # fmt: skip
+    ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
+    ax.axvline(0, color="black", lw=0.5)
+    ax.set_xlabel("normalized score (random = 0, best setting = 1)")
+    ax.set_title(", ".join(envs), fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
