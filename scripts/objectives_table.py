@@ -163,7 +163,7 @@ def draw(rows, envs, path: Path) -> None:
     ax.axvline(0, color="black", lw=0.5)
     ax.set_xlabel("normalized score (random = 0, best setting = 1)")
     ax.set_title(", ".join(envs), fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.0 / len(rows)), ncol=2, frameon=False)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
