@@ -78,7 +78,7 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
         log_prob = distributions.log_prob(dist, action)
         env_action = action if spec.discrete else jnp.clip(action, spec.action_low, spec.action_high)
         next_obs, env_state, reward, terminated, truncated, info = step_envs(
-            jax.random.split(env_key, cfg.num_envs), runner.env_state, env_action, spec.env.default_params
+            jax.random.split(env_key, cfg.num_envs), runner.env_state, env_action, spec.params
         )
         next_obs = flatten_obs(next_obs, cfg.num_envs)
         final_obs = flatten_obs(info["final_observation"], cfg.num_envs)

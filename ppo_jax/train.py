@@ -80,7 +80,7 @@ def init_runner(cfg: PPOConfig, key: jax.Array) -> RunnerState:
     train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer())
     train_state = set_hyperparams(train_state, learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(
-        jax.random.split(reset_key, cfg.num_envs), spec.env.default_params
+        jax.random.split(reset_key, cfg.num_envs), spec.params
     )
     obs = flatten_obs(obs, cfg.num_envs)
     obs_stats = init_stats((spec.obs_dim,))
