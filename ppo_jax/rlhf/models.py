@@ -1,0 +1,97 @@
+"""A small recurrent language model in Flax linen, used for all four RLHF models.
+
+``SeqModel`` maps one token and a GRU carry to the next carry and an output:
+logits over the vocabulary (actor, reference; ``out_dim = vocab_size``) or a
+scalar (critic, reward model; ``out_dim = 1``). A GRU rather than a Transformer:
+sampling is a ``lax.scan`` over a ``[B, hidden]`` carry, with no key-value cache,
+and the same cell scores whole sequences with teacher forcing, so the log-probs
+of sampling and of training come from one code path (the PPO ratio starts at 1).
+
+Weights: orthogonal recurrent kernels and heads (Huang et al. 2022, detail 2),
+via the QR-free ``ppo_jax.networks.orthogonal``; the head gain is 0.01 for a
+fresh policy, 1.0 for values and scores.
+
+Shapes: tokens ``[B, T]`` int32, outputs ``[B, T, out_dim]``; a sequence is the
+prompt ``[B, P]`` followed by the response ``[B, L]``. The output at position t
+is computed from tokens ``0..t`` and predicts token ``t + 1`` (causal).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ppo_jax.networks import orthogonal
+from ppo_jax.rlhf.task import EOS, PAD
+
+
+class SeqModel(nn.Module):
+    """Embedding -> GRU cell -> linear head, one token per call."""
+
+    vocab_size: int
+    embed_dim: int
+    hidden_dim: int
+    out_dim: int
+    head_gain: float = 1.0
+
+    def setup(self):
+        self.embed = nn.Embed(self.vocab_size, self.embed_dim)
+        self.cell = nn.GRUCell(self.hidden_dim, recurrent_kernel_init=orthogonal(1.0))
+        self.head = nn.Dense(self.out_dim, kernel_init=orthogonal(self.head_gain))
+
+    def __call__(self, carry: jax.Array, token: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``carry [..., hidden]``, ``token [...]`` -> ``(carry [..., hidden], output [..., out_dim])``."""
+        carry, hidden = self.cell(carry, self.embed(token))
+        return carry, self.head(hidden)
+
+
+def init_params(model: SeqModel, key: jax.Array):
+    return model.init(key, jnp.zeros((model.hidden_dim,), jnp.float32), jnp.zeros((), jnp.int32))
+
+
+def _scan(model: SeqModel, params, carry: jax.Array, tokens: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Feed ``tokens [B, T]`` from ``carry [B, hidden]``: ``(final carry, outputs [B, T, out_dim])``."""
+
+    def step(c, token):
+        return model.apply(params, c, token)
+
+    carry, outputs = lax.scan(step, carry, tokens.T)
+    return carry, jnp.swapaxes(outputs, 0, 1)
+
+
+def run(model: SeqModel, params, tokens: jax.Array) -> jax.Array:
+    """Outputs ``[B, T, out_dim]`` for ``tokens [B, T]`` from a zero carry (teacher forcing)."""
+    carry = jnp.zeros(tokens.shape[:1] + (model.hidden_dim,), jnp.float32)
+    return _scan(model, params, carry, tokens)[1]
+
+
+def response_outputs(model: SeqModel, params, sequence: jax.Array, prompt_len: int) -> jax.Array:
+    """``[B, L, out_dim]``: the output that predicts (or values the state before) each response token.
+
+    Row ``t`` is computed from the prompt and response tokens ``0..t-1``: logits of
+    pi(. | s_t) for the actor, V(s_t) for the critic.
+    """
+    return run(model, params, sequence[:, :-1])[:, prompt_len - 1 :]
+
+
+def generate(model: SeqModel, params, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
+    """Sample responses ``[B, L]`` for ``prompt [B, P]`` at temperature 1; PAD after the first EOS."""
+    carry = jnp.zeros(prompt.shape[:1] + (model.hidden_dim,), jnp.float32)
+    carry, outputs = _scan(model, params, carry, prompt)
+    ended = jnp.zeros(prompt.shape[:1], bool)
+
+    def step(state, step_key):
+        carry, logits, ended = state
+        token = jnp.where(ended, PAD, jax.random.categorical(step_key, logits).astype(jnp.int32))
+        carry, logits = model.apply(params, carry, token)
+        return (carry, logits, ended | (token == EOS)), token
+
+    _, response = lax.scan(step, (carry, outputs[:, -1], ended), jax.random.split(key, max_response_len))
+    return response.T
+
+
+def score_at(outputs: jax.Array, position: jax.Array) -> jax.Array:
+    """``outputs [B, T, 1]`` read at ``position [B]``: ``[B]``."""
+    return jnp.take_along_axis(outputs[..., 0], position[:, None].astype(jnp.int32), axis=1)[:, 0]
