@@ -8,6 +8,9 @@ Layout::
                       start/end time, compile/run seconds, env steps/s, final return
       metrics.csv     tidy table, one row per seed x update:
                       seed, update, env_steps, <every name in ppo_jax.train.METRIC_NAMES>
+      evaluation.csv  (if evaluated) one row per seed x policy x episode: seed, policy
+                      (stochastic | deterministic), episode, return, length — fresh
+                      episodes played by the final parameters (ppo_jax.evaluate)
       params.msgpack  final parameters and observation statistics of every seed,
                       flax.serialization msgpack (no pickle), leading seed axis:
                       {"params": <network variables>, "obs_stats": {"mean", "var", "count"},
@@ -46,6 +49,7 @@ from ppo_jax.validation import ConfigError
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
 METRICS_FILE = "metrics.csv"
+EVALUATION_FILE = "evaluation.csv"
 PARAMS_FILE = "params.msgpack"
 RUN_FILES = (CONFIG_FILE, METADATA_FILE, METRICS_FILE, PARAMS_FILE)
 
@@ -277,11 +281,28 @@ def _write_json(path: Path, value) -> None:
 # ----------------------------------------------------------------------------- writing
 
 
-def write_run_dir(path, *, cfg: PPOConfig, seeds, output, metadata: dict, force: bool) -> Path:
+def evaluation_frame(seeds, evaluation):
+    """Tidy DataFrame of an ``Evaluation`` with a leading seed axis: seed, policy, episode, return, length."""
+    import pandas as pd
+
+    frames = []
+    for policy in ("stochastic", "deterministic"):
+        returns = np.asarray(getattr(evaluation, policy), dtype=np.float64)
+        lengths = np.asarray(getattr(evaluation, f"{policy}_length"), dtype=np.int64)
+        num_seeds, episodes = returns.shape
+        frames.append(pd.DataFrame({
+            "seed": np.repeat(np.asarray(seeds, dtype=np.int64), episodes), "policy": policy,
+            "episode": np.tile(np.arange(episodes), num_seeds), "return": returns.reshape(-1), "length": lengths.reshape(-1),
+        }))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def write_run_dir(path, *, cfg: PPOConfig, seeds, output, metadata: dict, force: bool, evaluation=None) -> Path:
     """Write a complete run directory at ``path`` (see the module docstring); return its absolute path.
 
     ``output`` is the TrainOutput of ``jax.vmap(train, in_axes=(None, 0))``: every
-    leaf has a leading axis of ``len(seeds)``. Files are written into a
+    leaf has a leading axis of ``len(seeds)``; so has ``evaluation`` (an
+    ``ppo_jax.evaluate.Evaluation``, optional). Files are written into a
     temporary sibling directory that is renamed to ``path`` once complete. With
     ``force`` an existing run at ``path`` is moved aside first and deleted only
     after the new one is in place. If the final rename fails, the complete
@@ -298,6 +319,8 @@ def write_run_dir(path, *, cfg: PPOConfig, seeds, output, metadata: dict, force:
         _write_json(tmp / CONFIG_FILE, config_dict(cfg, seeds))
         _write_json(tmp / METADATA_FILE, metadata)
         metrics_frame(cfg, seeds, output.metrics).to_csv(tmp / METRICS_FILE, index=False)
+        if evaluation is not None:
+            evaluation_frame(seeds, evaluation).to_csv(tmp / EVALUATION_FILE, index=False)
         (tmp / PARAMS_FILE).write_bytes(serialization.msgpack_serialize(params_tree(output, seeds)))
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

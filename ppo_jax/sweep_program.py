@@ -7,7 +7,9 @@ multiple of the device count (chunks are padded by repeating their last pair,
 and the padding is dropped afterwards). Under ``jax.distributed`` the mesh spans
 every host and each host supplies its shard from the same host-side arrays.
 Only per-update metrics leave the program, reduced to windows of ``log_every``
-updates inside jit.
+updates inside jit, and each run's evaluation of its final parameters
+(``ppo_jax.evaluate``: mean return over ``EVAL_EPISODES`` fresh episodes with the
+stochastic and the deterministic policy).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ppo_jax.config import PPOConfig
 from ppo_jax.sweep_plan import balanced_chunk_size, format_bytes, round_up
 from ppo_jax.sweep_spec import SpecError
+from ppo_jax.evaluate import EVAL_EPISODES, evaluate, evaluation_key
 from ppo_jax.train import METRIC_NAMES, train
 
 SUMMED_METRICS = ("episodes",)  # summed over a logging window; every other metric is averaged
+EVAL_NAMES = ("eval_return_stochastic", "eval_return_deterministic")  # per run, float32[] each
 
 
 class Program(NamedTuple):
@@ -64,9 +68,12 @@ def window_metrics(metrics: dict[str, jax.Array], log_every: int) -> dict[str, j
 
 
 def pair_metrics(cfg: PPOConfig, key_data: jax.Array, *, log_every: int) -> dict[str, jax.Array]:
-    """One run: ``train(cfg, jax.random.wrap_key_data(key_data)).metrics``, windowed; each ``[num_logs]``."""
-    metrics = train(cfg, jax.random.wrap_key_data(key_data)).metrics
-    return window_metrics({name: metrics[name] for name in METRIC_NAMES}, log_every)
+    """One run: its metrics windowed (each ``[num_logs]``) and its evaluation means (``EVAL_NAMES``, each ``[]``)."""
+    key = jax.random.wrap_key_data(key_data)
+    output = train(cfg, key)
+    returns = evaluate(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), EVAL_EPISODES)
+    metrics = window_metrics({name: output.metrics[name] for name in METRIC_NAMES}, log_every)
+    return {**metrics, EVAL_NAMES[0]: returns.stochastic.mean(), EVAL_NAMES[1]: returns.deterministic.mean()}
 
 
 def memory_bytes(compiled: jax.stages.Compiled) -> int:
@@ -139,7 +146,7 @@ def stack_pairs(cfgs: list[PPOConfig], seeds: list[int], size: int) -> tuple[PPO
 
 
 def run_program(program: Program, cfgs: list[PPOConfig], seeds: list[int], mesh: Mesh) -> dict[str, np.ndarray]:
-    """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` on the host (padding dropped)."""
+    """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` (``[len(cfgs)]`` for ``EVAL_NAMES``)."""
     sharding = NamedSharding(mesh, PartitionSpec("pairs"))
     stacked, keys = stack_pairs(cfgs, seeds, program.size)
 
@@ -152,4 +159,4 @@ def run_program(program: Program, cfgs: list[PPOConfig], seeds: list[int], mesh:
 
         out = multihost_utils.process_allgather(out, tiled=True)
     out = jax.device_get(jax.block_until_ready(out))
-    return {name: np.asarray(out[name])[: len(cfgs)] for name in METRIC_NAMES}
+    return {name: np.asarray(out[name])[: len(cfgs)] for name in (*METRIC_NAMES, *EVAL_NAMES)}

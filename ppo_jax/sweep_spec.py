@@ -5,6 +5,8 @@ A spec names a base config, the environments, the seeds and the axes::
     name: clip_eps                  # optional; description: is free text
     base: {total_timesteps: 500000} # PPOConfig fields fixed for every setting
     envs: [CartPole-v1, Acrobot-v1] # default: [base.env]
+    env_base:                       # optional per-env fields, over base, under the axes
+      Acrobot-v1: {num_envs: 8}
     seeds: 8                        # 8 -> seeds 0..7, or a list [0, 1, 5]
     grid:                           # Cartesian product (last axis varies fastest)
       clip_eps: [0.1, 0.2, 0.3]
@@ -26,7 +28,8 @@ Random axis ``f`` draws its ``num_samples`` values from
 ``np.random.default_rng([seed, zlib.crc32(f.encode())])``, so adding an axis does
 not change the samples of the others.
 
-Every PPOConfig field may be an axis except ``progress`` (a host-side display
+Every PPOConfig field may be an axis except ``progress``, and ``env`` (list
+environments under ``envs:``; give env-specific fields under ``env_base:``) (a host-side display
 switch, not a hyperparameter: a sweep shows one bar over chunks instead).
 Traced leaves (lr, clip_eps, ...) vary inside one compiled program; static fields
 (env, num_envs, hidden_sizes, ...) split the sweep into one program per value.
@@ -50,10 +53,11 @@ from ppo_jax.sweep_values import as_number, coerce, column_value, field_kind, sh
 from ppo_jax.sweep_yaml import Locator, SpecError, parse_yaml
 from ppo_jax.validation import ConfigError, validate
 
-TOP_KEYS = ("name", "description", "base", "envs", "seeds", "grid", "zip", "random", "log_every")
+TOP_KEYS = ("name", "description", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "log_every")
 RANDOM_KEYS = ("num_samples", "seed", "axes")
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
 FIXED_FIELDS = {"progress": "progress is a display switch, not a hyperparameter: a sweep shows one bar over chunks"}
+ENV_NOT_AXIS = "env cannot be swept: list environments under `envs:` and give env-specific fields under `env_base:`."
 MAX_SEED = 2**32 - 1  # jax.random.key keeps 32 bits of a seed
 
 
@@ -111,6 +115,8 @@ def _check_axis_name(name, ctx: _Context, path: tuple, taken: dict) -> None:
         raise ctx.error(path, f"{name} cannot be swept: {FIXED_FIELDS[name]}.")
     if taken is None:  # base: any field but the fixed ones; an axis overrides it
         return
+    if name == "env":
+        raise ctx.error(path, ENV_NOT_AXIS)
     if name in taken:
         raise ctx.error(path, f"{name} is already swept in {taken[name]}; sweep each field in one place only.")
     taken[name] = ".".join(map(str, path[:-1]))
@@ -262,6 +268,28 @@ def _envs(raw, base: PPOConfig, ctx: _Context, taken: dict) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _env_base(raw, envs: tuple[str, ...], base: PPOConfig, ctx: _Context, taken: dict) -> dict[str, dict]:
+    """``env_base:`` -> {env: {field: value}}: fields applied over base for that env only, before the axes."""
+    out = {}
+    for env, fields in _mapping(raw, ctx, ("env_base",)).items():
+        if env not in envs:
+            raise ctx.error(("env_base", env), f"env_base names {env!r}, which is not under envs: {list(envs)}.")
+        values = {}
+        for name, value in _mapping(fields, ctx, ("env_base", env)).items():
+            _check_axis_name(name, ctx, ("env_base", env, name), None)
+            if name == "env":
+                raise ctx.error(("env_base", env, name), ENV_NOT_AXIS)
+            if name in taken:
+                raise ctx.error(("env_base", env, name), f"{name} is swept in {taken[name]}; it cannot also be fixed per env.")
+            values[name] = coerce(name, value, ctx, ("env_base", env, name))
+        try:
+            validate(base.replace(env=env, **values))
+        except ConfigError as error:
+            raise ctx.error(("env_base", env), f"{env}: {error}") from None
+        out[env] = values
+    return out
+
+
 def _base(raw, ctx: _Context) -> PPOConfig:
     values = {}
     for name, value in _mapping(raw, ctx, ("base",)).items():
@@ -301,6 +329,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     zipped, zip_rows = expand_zip(raw.get("zip"), ctx, taken)
     random, random_rows = expand_random(raw.get("random"), ctx, taken)
     envs = _envs(raw.get("envs"), base, ctx, taken)
+    env_base = _env_base(raw.get("env_base"), envs, base, ctx, taken)
     seeds = _seeds(raw.get("seeds", 1), ctx)
     log_every = raw.get("log_every", 1)
     if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
@@ -314,7 +343,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
             path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
             described = ", ".join(f"{k}={column_value(v)}" for k, v in values.items())
             try:
-                cfg = validate(base.replace(env=env, **values))
+                cfg = validate(base.replace(env=env, **{**env_base.get(env, {}), **values}))
             except ConfigError as error:
                 raise ctx.error(path, f"setting {setting_id} ({described or 'base'}) on {env}: {error}") from None
             settings.append(Setting(setting_id, cfg.env, values, cfg))
@@ -331,6 +360,8 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         "random": _plain(random),
         "log_every": log_every,
     }
+    if env_base:  # only when given, so that specs without it keep their canonical form (and --resume)
+        canonical["env_base"] = _plain(env_base)
     return SweepSpec(name, base, envs, seeds, axes, tuple(settings), log_every, canonical, text)
 
 

@@ -10,7 +10,10 @@ Swept values are as the run used them (float32-exact floats such as 0.2;
 hidden_sizes as "64x64"). Metric columns are ``ppo_jax.train.METRIC_NAMES``,
 except that a metric named like a config field (the coefficient in effect at
 that update, e.g. a scheduled ``clip_eps``) gets the suffix ``_now``
-(``clip_eps_now``), so that ``clip_eps`` is always the swept setting. Rows are in
+(``clip_eps_now``), so that ``clip_eps`` is always the swept setting.
+``eval_return_stochastic`` / ``eval_return_deterministic`` are the run's
+evaluation of its final parameters (``ppo_jax.evaluate``), on its last row only
+(NaN elsewhere). Rows are in
 canonical order: env and setting as in the spec, then seed as listed, then update.
 """
 
@@ -21,7 +24,7 @@ import pandas as pd
 
 from ppo_jax.stats import bootstrap_ci, final_return
 from ppo_jax.sweep_plan import Chunk
-from ppo_jax.sweep_program import log_updates
+from ppo_jax.sweep_program import EVAL_NAMES, log_updates
 from ppo_jax.config import field_names
 from ppo_jax.sweep_spec import SweepSpec, column_value, field_kind
 from ppo_jax.train import METRIC_NAMES
@@ -52,6 +55,11 @@ def chunk_frame(spec: SweepSpec, chunk: Chunk, metrics: dict[str, np.ndarray]) -
         if array.shape != (n, num_logs):
             raise ValueError(f"metric {name!r} has shape {array.shape}, expected {(n, num_logs)}")
         columns[METRIC_COLUMNS[name]] = array.reshape(-1)
+    for name in EVAL_NAMES:
+        if name in metrics:  # per run: on its last row
+            column = np.full((n, num_logs), np.nan, np.float32)
+            column[:, -1] = np.asarray(metrics[name], dtype=np.float32)
+            columns[name] = column.reshape(-1)
     return pd.DataFrame(columns)
 
 

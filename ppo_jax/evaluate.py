@@ -1,0 +1,92 @@
+"""Evaluation of trained parameters on fresh episodes, inside jit.
+
+    returns = evaluate(cfg, output.train_state.params, output.obs_stats, key, num_episodes=16)
+    returns.stochastic, returns.deterministic            # float32[num_episodes] each
+
+Each of ``num_episodes`` fresh environments (reset with keys drawn from ``key``,
+never seen in training) plays exactly one episode, to termination or to the
+environment's time limit (``max_steps_in_episode``), with the policy's
+observation normalization frozen at its final statistics. The *stochastic*
+policy samples its actions, as during training; the *deterministic* one takes
+the mode (argmax logits / Gaussian mean, clipped to the action bounds). Both
+use the same reset keys, so they start from the same initial states.
+Returns are the undiscounted sums of raw environment rewards.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ppo_jax import distributions
+from ppo_jax.config import PPOConfig
+from ppo_jax.envs import EnvSpec, make_env
+from ppo_jax.normalization import RunningMeanStd
+from ppo_jax.rollout import flatten_obs, observe
+
+EVAL_EPISODES = 16  # default number of evaluation episodes per run and policy
+
+
+class Evaluation(NamedTuple):
+    """Episode returns and lengths of the final policy, each ``float32[num_episodes]``."""
+
+    stochastic: jax.Array
+    deterministic: jax.Array
+    stochastic_length: jax.Array
+    deterministic_length: jax.Array
+
+
+def max_episode_steps(spec: EnvSpec) -> int:
+    """The environment's time limit; every gymnax env and probe env has one."""
+    return int(spec.params.max_steps_in_episode)
+
+
+def play_episodes(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int, deterministic: bool):
+    """One episode in each of ``num_episodes`` envs; returns (returns, lengths), each ``float32[num_episodes]``."""
+    from ppo_jax.train import make_network
+
+    spec = make_env(cfg.env)
+    apply_fn = make_network(cfg).apply
+    reset_key, run_key = jax.random.split(key)
+    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), spec.params)
+    step_envs = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
+    zeros = jnp.zeros((num_episodes,), jnp.float32)
+    alive = jnp.ones((num_episodes,), bool)
+
+    def cond(carry):
+        t, alive = carry[0], carry[4]
+        return jnp.logical_and(t < max_episode_steps(spec), alive.any())
+
+    def body(carry):
+        t, env_state, obs, key, alive, returns, lengths = carry
+        key, act_key, env_key = jax.random.split(key, 3)
+        dist, _ = apply_fn(params, observe(cfg, obs_stats, flatten_obs(obs, num_episodes)))
+        action = distributions.mode(dist) if deterministic else distributions.sample(act_key, dist)
+        if not spec.discrete:
+            action = jnp.clip(action, spec.action_low, spec.action_high)
+        obs, env_state, reward, terminated, truncated, _ = step_envs(
+            jax.random.split(env_key, num_episodes), env_state, action, spec.params
+        )
+        returns = returns + jnp.where(alive, reward.astype(jnp.float32), 0.0)
+        lengths = lengths + alive.astype(jnp.float32)
+        alive = jnp.logical_and(alive, ~jnp.logical_or(terminated, truncated))
+        return t + 1, env_state, obs, key, alive, returns, lengths
+
+    carry = (jnp.int32(0), env_state, obs, run_key, alive, zeros, zeros)
+    _, _, _, _, _, returns, lengths = lax.while_loop(cond, body, carry)
+    return returns, lengths
+
+
+def evaluate(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int = EVAL_EPISODES) -> Evaluation:
+    """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
+    stochastic, stochastic_length = play_episodes(cfg, params, obs_stats, key, num_episodes, deterministic=False)
+    deterministic, deterministic_length = play_episodes(cfg, params, obs_stats, key, num_episodes, deterministic=True)
+    return Evaluation(stochastic, deterministic, stochastic_length, deterministic_length)
+
+
+def evaluation_key(key: jax.Array) -> jax.Array:
+    """The evaluation key of a run with key ``key``: independent of every key training draws."""
+    return jax.random.fold_in(key, 0x65766C)  # "evl"

@@ -1,0 +1,203 @@
+"""``make_report``: run and sweep directories -> a report directory of statistics, figures and tables.
+
+    from ppo_jax.report import make_report
+    make_report(["runs/clip_eps_quick"], "reports/clip_eps_quick")
+
+Report directory::
+
+    index.md, index.html      everything below, with definitions and provenance
+    report.json               parameters, reference scores, sources (spec, commit, versions, hardware, command)
+    final_returns.csv         one row per run: final return, normalized score, evaluation returns
+    per_env.csv               IQM / mean of final return and of normalized score per env x setting, 95% CIs
+    aggregates.csv            median, IQM, mean, optimality gap of normalized scores over envs, 95% CIs
+    improvement.csv           P(setting > baseline), 95% CIs
+    final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, best in bold
+    aggregates.{md,tex}       table: aggregate metrics per setting
+    evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
+    *.png, *.pdf              learning curves (return, entropy), sensitivity or heat map,
+                              aggregate intervals, probability of improvement, performance profiles
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ppo_jax.report import figures, statistics, tables
+from ppo_jax.report.index import write_index
+from ppo_jax.report.scores import final_returns, load_reference_scores, normalize, normalizers
+from ppo_jax.report.sources import ReportError, Runs, load_sources
+from ppo_jax.run_dir import json_safe
+
+MAX_CURVE_POINTS = 150
+TAUS = np.linspace(0.0, 1.25, 51)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out} exists and is not a directory; choose another --out.")
+    if out.is_dir() and any(out.iterdir()):
+        if not force:
+            raise ReportError(f"--out {out} exists and is not empty; choose another --out or pass --force to replace a report.")
+        if not (out / "report.json").is_file():
+            raise ReportError(f"--force replaces only a report directory (with report.json); {out} is not one.")
+
+
+def _ticks(settings: dict[str, dict], fields: list[str]) -> tuple[list[str], str]:
+    """Short x tick labels for the settings, and the axis label (the field with the most distinct values)."""
+    if not fields:
+        return list(settings), "setting"
+    primary = max(fields, key=lambda f: len({json.dumps(v[f]) for v in settings.values()}))
+    common = {f: Counter(json.dumps(v[f]) for v in settings.values()).most_common(1)[0][0] for f in fields if f != primary}
+    ticks = []
+    for values in settings.values():
+        odd = [str(values[f]) for f in common if json.dumps(values[f]) != common[f]]
+        value = values[primary]
+        ticks.append(odd[0] if odd else (f"{value:g}" if isinstance(value, float) else str(value)))
+    return ticks, primary
+
+
+def _grid_fields(settings: dict[str, dict], fields: list[str]) -> tuple[str, str] | None:
+    """The two numeric fields of a full two-field grid (for a heat map), else None."""
+    if len(fields) != 2 or not all(isinstance(v[f], (int, float)) for v in settings.values() for f in fields):
+        return None
+    a, b = fields
+    if len(settings) != len({v[a] for v in settings.values()}) * len({v[b] for v in settings.values()}):
+        return None
+    return a, b
+
+
+def _curves(runs: Runs, metric: str, reps: int, seed: int) -> dict:
+    out = {}
+    for (env, setting), rows in runs.curves.groupby(["env", "setting"], sort=False):
+        table = rows.pivot_table(index="seed", columns="env_steps", values=metric, dropna=False)
+        steps = table.columns.to_numpy()
+        keep = np.unique(np.linspace(0, len(steps) - 1, min(MAX_CURVE_POINTS, len(steps))).round().astype(int))
+        iqm, ci = statistics.curve(table.to_numpy(float)[:, keep], reps, seed)
+        out[(env, setting)] = (steps[keep], iqm, ci)
+    return out
+
+
+def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references) -> dict:
+    envs = list(dict.fromkeys(runs.curves["env"]))
+    settings = list(runs.settings)
+    finals = final_returns(runs, last_percent)
+    if len(runs.evals):
+        finals = finals.merge(runs.evals.drop(columns=["source"]), on=["env", "setting", "seed"], how="left")
+    norms = normalizers(finals, references)
+    finals["score"] = normalize(finals, norms)
+    finals.to_csv(out / "final_returns.csv", index=False)
+
+    raw = statistics.per_env(finals, "final_return", reps, seed)
+    scored = statistics.per_env(finals, "score", reps, seed)
+    per_env = raw.merge(scored, on=["env", "setting", "runs"], suffixes=("", "_score"))
+    per_env.to_csv(out / "per_env.csv", index=False)
+    files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
+
+    caption = f"Final return (mean episodic return over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
+    (out / "final_return.md").write_text(tables.markdown(raw, settings, envs))
+    (out / "final_return.tex").write_text(tables.latex(raw, settings, envs, caption))
+    files["tables"] += ["final_return.md", "final_return.tex"]
+
+    complete = [s for s in settings if set(finals.loc[finals["setting"] == s, "env"]) == set(envs)]
+    matrices = {s: statistics.score_matrix(finals, "score", s, envs) for s in complete}
+    result = {"envs": envs, "settings": settings, "normalizers": norms, "finals": finals, "per_env": per_env, "files": files}
+    if matrices and all(np.isfinite(m).all() for m in matrices.values()):
+        agg = statistics.aggregates(matrices, reps, seed)
+        agg.to_csv(out / "aggregates.csv", index=False)
+        wide = agg.rename(columns={"value": "iqm", "metric": "env"})  # tables put metrics in the columns
+        (out / "aggregates.md").write_text(tables.markdown(wide, complete, list(statistics.AGGREGATES), lower_is_better=("Optimality gap",)))
+        (out / "aggregates.tex").write_text(tables.latex(wide, complete, list(statistics.AGGREGATES),
+                                                         "Normalized score over all envs [95% CI]; optimality gap: lower is better.",
+                                                         lower_is_better=("Optimality gap",)))  # fmt: skip
+        files["data"].append("aggregates.csv")
+        files["tables"] += ["aggregates.md", "aggregates.tex"]
+        result["aggregates"] = agg
+        if len(matrices) > 1:
+            iqms = agg[agg["metric"] == "IQM"].set_index("setting")["value"]
+            chosen = baseline or str(iqms.idxmax())
+            if chosen not in matrices:
+                raise ReportError(f"--baseline {chosen!r} is not a setting run on every env; settings: {list(matrices)}.")
+            poi = statistics.improvement(matrices, chosen, reps, seed)
+            poi.to_csv(out / "improvement.csv", index=False)
+            files["data"].append("improvement.csv")
+            files["figures"] += figures.improvement(poi, out, "improvement")
+            result["improvement"] = poi
+            result["baseline"] = chosen
+        files["figures"] += figures.interval_estimates(agg, complete, statistics.AGGREGATES, out, "aggregates")
+        files["figures"] += figures.profiles(statistics.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles")
+
+    if "eval_return_stochastic" in finals:
+        lines = ["| env | setting | stochastic policy | deterministic policy | training final return |", "|---|---|---:|---:|---:|"]
+        for (env, setting), rows in finals.groupby(["env", "setting"], sort=False):
+            lines.append(f"| {env} | {setting} | {tables.fmt(rows['eval_return_stochastic'].mean())} | "
+                         f"{tables.fmt(rows['eval_return_deterministic'].mean())} | {tables.fmt(rows['final_return'].mean())} |")  # fmt: skip
+        (out / "evaluation.md").write_text("\n".join(lines) + "\n")
+        files["tables"].append("evaluation.md")
+
+    files["figures"] += figures.learning_curves(_curves(runs, "episode_return", reps, seed), settings, envs, "episodic return (IQM)", out, "curves_return")
+    if "entropy" in runs.curves:
+        files["figures"] += figures.learning_curves(_curves(runs, "entropy", reps, seed), settings, envs, "policy entropy (IQM)", out, "curves_entropy")
+    grid = _grid_fields(runs.settings, runs.setting_fields)
+    if grid is not None:
+        cells = raw.assign(row=[runs.settings[s][grid[0]] for s in raw["setting"]], col=[runs.settings[s][grid[1]] for s in raw["setting"]])
+        files["figures"] += figures.heatmap(cells, grid[0], grid[1], envs, out, "heatmap")
+    elif len(settings) > 1:
+        ticks, xlabel = _ticks(runs.settings, runs.setting_fields)
+        lines = scored[["env", "setting", "iqm", "low", "high"]]
+        if "aggregates" in result:
+            iqm = result["aggregates"][result["aggregates"]["metric"] == "IQM"]
+            lines = pd.concat([lines, iqm.rename(columns={"value": "iqm"}).assign(env="all envs")[["env", "setting", "iqm", "low", "high"]]])
+        files["figures"] += figures.sensitivity(lines, settings, ticks, xlabel, out, "sensitivity")
+    return result
+
+
+def make_report(paths, out, *, last_percent: float = 5.0, reps: int = 2000, seed: int = 0, baseline: str | None = None,
+                reference_scores=None, force: bool = False, command: list[str] | None = None) -> Path:  # fmt: skip
+    """Write a report for the runs in ``paths`` (run or sweep directories) to ``out``; returns ``out``.
+
+    Everything is checked and read before anything is written; the report is
+    built in a temporary sibling directory and renamed into place, so ``out``
+    is either the complete new report or untouched (with ``force``, an old
+    report is removed only once the new one is complete).
+    """
+    out = Path(os.path.abspath(out))
+    if reps < 100:
+        raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
+    _check_out(out, force)
+    references = load_reference_scores(reference_scores)
+    runs = load_sources([Path(p) for p in paths])
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        result = _analyse(runs, tmp, last_percent=last_percent, reps=reps, seed=seed, baseline=baseline, references=references)
+        record = {
+            "parameters": {"last_percent": last_percent, "reps": reps, "seed": seed, "baseline": result.get("baseline"),
+                           "confidence": 0.95, "bootstrap": "rliable stratified percentile bootstrap"},
+            "normalizers": {env: {"random": r, "best": b, "source": s} for env, (r, b, s) in result["normalizers"].items()},
+            "setting_fields": runs.setting_fields,
+            "settings": runs.settings,
+            "sources": runs.provenance,
+            "command": command,
+        }  # fmt: skip
+        (tmp / "report.json").write_text(json.dumps(json_safe(record), indent=2) + "\n")
+        write_index(tmp, result, record)
+        old = None
+        if out.exists():
+            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
+            out.rename(old)
+        tmp.rename(out)
+        if old is not None:
+            shutil.rmtree(old)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out

@@ -1,0 +1,112 @@
+"""``index.md`` and a static ``index.html`` tying a report together: definitions, provenance, tables, figures."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+
+def _provenance(record: dict) -> list[str]:
+    lines = []
+    for source in record["sources"]:
+        meta = source["metadata"] or {}
+        versions = meta.get("versions") or {}
+        devices = meta.get("devices") or []
+        hardware = f"{len(devices)} x {meta.get('backend', '?')} device(s), {meta.get('cpu_count', '?')} CPUs, {meta.get('platform', '?')}"
+        commit = meta.get("git_commit") or "unknown"
+        dirty = " (uncommitted changes)" if meta.get("git_dirty") else ""
+        command = meta.get("command_line") or "?"
+        lines += [
+            f"- **{source['name']}** ({source['kind']} directory `{source['path']}`)",
+            f"  - commit `{commit}`{dirty}; command `{command}`",
+            f"  - versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "?"),
+            f"  - hardware: {hardware}; started {meta.get('start_time', '?')}, ended {meta.get('end_time', '?')}",
+        ]
+    return lines
+
+
+def _definitions(record: dict) -> list[str]:
+    p = record["parameters"]
+    lines = [
+        f"- **Final return** of a run: mean episodic return over the last {p['last_percent']:g}% of its logged updates "
+        "(from its own metrics table). **Evaluation** (if present): mean return of fresh episodes played by the final "
+        "parameters, sampling actions (stochastic) or taking the mode (deterministic).",
+        "- **Normalized score**: (final return - random) / (best - random) per env, so random play = 0 and the reference = 1:",
+    ]
+    for env, ref in record["normalizers"].items():
+        lines.append(f"  - {env}: random {ref['random']:g}, best {ref['best']:g} ({ref['source']})")
+    lines.append(
+        f"- **Statistics** (rliable; Agarwal et al. 2021): IQM = interquartile mean over runs; 95% CIs by "
+        f"{p['bootstrap']} with {p['reps']} replicates, NumPy seed {p['seed']}. Aggregates over envs use the normalized "
+        "scores of every run on every env; the optimality gap is the mean shortfall below 1 (lower is better); "
+        "P(X > Y) is the Mann-Whitney probability that a run of X beats a run of Y on the same env, averaged over envs."
+    )
+    if record["setting_fields"]:
+        lines.append(f"- Settings differ in: {', '.join(record['setting_fields'])}.")
+    return lines
+
+
+FIGURE_TITLES = {
+    "curves_return": "Learning curves: episodic return (IQM over seeds, 95% CI band)",
+    "curves_entropy": "Policy entropy during training (IQM over seeds, 95% CI band)",
+    "sensitivity": "Sensitivity: normalized final score per setting (IQM, 95% CI), one line per env and all envs together",
+    "heatmap": "Heat map: final return per cell of the grid (IQM [95% CI])",
+    "aggregates": "Aggregate normalized scores over envs (95% CIs)",
+    "improvement": "Probability of improvement over the baseline (95% CIs)",
+    "profiles": "Performance profiles: fraction of runs above each normalized score (95% CI bands)",
+}
+
+
+def write_index(out: Path, result: dict, record: dict) -> None:
+    """Write ``index.md`` and ``index.html`` in ``out`` from the analysis ``result`` and ``report.json`` ``record``."""
+    files = result["files"]
+    names = ", ".join(s["name"] for s in record["sources"])
+    md = [f"# Report: {names}", "", "## Definitions", "", *_definitions(record), "", "## Provenance", "", *_provenance(record), ""]
+    sections = [("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
+                ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
+                ("evaluation.md", "Evaluation of the final parameters (mean over seeds)")]  # fmt: skip
+    for name, title in sections:
+        if name in files["tables"]:
+            md += [f"## {title}", "", (out / name).read_text(), f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})" if name != "evaluation.md" else "", ""]
+    if "baseline" in result:
+        md += [f"Baseline for the probability of improvement: **{result['baseline']}**.", ""]
+    stems = list(dict.fromkeys(f.rsplit(".", 1)[0] for f in files["figures"]))
+    for stem in stems:
+        md += [f"## {FIGURE_TITLES.get(stem, stem)}", "", f"![{stem}]({stem}.png)", "", f"PDF: [{stem}.pdf]({stem}.pdf)", ""]
+    md += ["## Data", "", *[f"- [{f}]({f})" for f in files["data"]], "- [report.json](report.json)", ""]
+    (out / "index.md").write_text("\n".join(md))
+
+    body = [f"<h1>Report: {html.escape(names)}</h1>", "<h2>Definitions</h2>", _html_list(_definitions(record)),
+            "<h2>Provenance</h2>", _html_list(_provenance(record))]  # fmt: skip
+    for name, title in sections:
+        if name in files["tables"]:
+            body += [f"<h2>{html.escape(title)}</h2>", _html_table((out / name).read_text())]
+    for stem in stems:
+        body += [f"<h2>{html.escape(FIGURE_TITLES.get(stem, stem))}</h2>",
+                 f'<p><img src="{stem}.png" alt="{stem}" style="max-width:100%"> <a href="{stem}.pdf">PDF</a></p>']  # fmt: skip
+    body += ["<h2>Data</h2>", "<ul>" + "".join(f'<li><a href="{f}">{f}</a></li>' for f in [*files["data"], "report.json"]) + "</ul>"]
+    page = ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>ppo_jax report</title><style>"
+            "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse}"
+            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")  # fmt: skip
+    (out / "index.html").write_text(page)
+
+
+def _inline(text: str) -> str:
+    """Markdown **bold** and `code` -> HTML, after escaping."""
+    parts = html.escape(text).split("**")
+    text = "".join(f"<b>{p}</b>" if i % 2 else p for i, p in enumerate(parts))
+    parts = text.split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _html_list(lines: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{_inline(line.strip().lstrip('- '))}</li>" for line in lines) + "</ul>"
+
+
+def _html_table(markdown: str) -> str:
+    rows = [line.strip().strip("|").split(" | ") for line in markdown.strip().splitlines()]
+    head, body = rows[0], rows[2:]
+    out = ["<table><tr>" + "".join(f"<th>{_inline(c.strip())}</th>" for c in head) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{_inline(c.strip())}</td>" for c in row) + "</tr>" for row in body]
+    return "".join(out) + "</table>"

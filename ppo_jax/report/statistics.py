@@ -1,0 +1,146 @@
+"""Interval estimates with rliable (Agarwal et al. 2021, "Deep RL at the Edge of the Statistical Precipice").
+
+Every confidence interval here is rliable's stratified percentile bootstrap
+(``rliable.library.get_interval_estimates``: runs resampled with replacement
+within each environment), 95%, with ``reps`` replicates and a NumPy
+``RandomState(seed)`` made afresh for each estimate, so a report is reproducible.
+
+Score matrices follow rliable's layout: ``float[num_runs, num_envs(, num_points)]``.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+from rliable import library as rly
+from rliable import metrics
+
+from ppo_jax.report.sources import ReportError
+
+AGGREGATES = ("Median", "IQM", "Mean", "Optimality gap")
+
+
+def _state(seed: int) -> np.random.RandomState:
+    return np.random.RandomState(seed)
+
+
+# rliable 1.2 hands arch its RandomState via ``random_state``, which arch 7 deprecates (same numbers).
+warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning, module="arch")
+
+
+def trimmed_mean(values: np.ndarray) -> np.ndarray:
+    """25% trimmed mean along axis 0 — ``scipy.stats.trim_mean(values, 0.25, axis=0)``, which rliable's IQM is,
+    without scipy's per-call overhead (it runs once per bootstrap replicate): drop ``int(0.25 n)`` values at each end."""
+    n = values.shape[0]
+    cut = int(0.25 * n)
+    return np.sort(values, axis=0)[cut : n - cut].mean(axis=0)
+
+
+def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> float:
+    """P(X > Y) + P(X = Y) / 2 per env, averaged over envs: rliable's ``metrics.probability_of_improvement``
+    (Mann-Whitney U / (n_x n_y)), computed by broadcasting, since it runs once per bootstrap replicate."""
+    x, y = scores_x[:, None, :], scores_y[None, :, :]
+    per_env = ((x > y).mean(axis=(0, 1)) + 0.5 * (x == y).mean(axis=(0, 1)))
+    return float(per_env.mean())
+
+
+def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
+    """Fraction of runs (over all envs) with score > tau, per tau: rliable's ``library.score_distributions``, vectorized."""
+    return (scores.reshape(-1, 1) > taus[None, :]).mean(axis=0)
+
+
+def aggregate_all(scores: np.ndarray) -> np.ndarray:
+    """[median, IQM, mean, optimality gap] of ``scores[num_runs, num_envs]`` (rliable's definitions)."""
+    return np.array([
+        metrics.aggregate_median(scores),
+        trimmed_mean(scores.reshape(-1)),
+        metrics.aggregate_mean(scores),
+        metrics.aggregate_optimality_gap(scores),
+    ])  # fmt: skip
+
+
+def iqm_over_runs(scores: np.ndarray) -> np.ndarray:
+    """IQM over runs (and envs) at each point: ``scores[runs, envs, points] -> [points]``, NaN-free points only."""
+    return trimmed_mean(scores.reshape(-1, scores.shape[-1]))
+
+
+def score_matrix(finals: pd.DataFrame, column: str, setting: str, envs: list[str]) -> np.ndarray:
+    """``float[num_runs, len(envs)]`` of ``column`` for one setting; envs must have equal run counts."""
+    columns = []
+    for env in envs:
+        values = finals.loc[(finals["setting"] == setting) & (finals["env"] == env), column].to_numpy(float)
+        columns.append(values)
+    counts = {len(c) for c in columns}
+    if len(counts) != 1 or 0 in counts:
+        found = {env: len(c) for env, c in zip(envs, columns)}
+        raise ReportError(f"setting {setting!r} needs the same number of runs (seeds) on every env to aggregate; found {found}.")
+    return np.stack(columns, axis=1)
+
+
+def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataFrame:
+    """IQM and mean over seeds of ``column`` per env x setting, with 95% CIs of the IQM."""
+    rows = []
+    for (env, setting), group in finals.groupby(["env", "setting"], sort=False):
+        values = group[column].to_numpy(float)
+        finite = values[np.isfinite(values)]
+        row = {"env": env, "setting": setting, "runs": len(values), "mean": np.nan, "iqm": np.nan, "low": np.nan, "high": np.nan}
+        if len(finite) == len(values) and len(values) > 0:
+            point, interval = rly.get_interval_estimates(
+                {"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps=reps, random_state=_state(seed)
+            )
+            row.update(mean=float(values.mean()), iqm=float(point["x"][0]), low=float(interval["x"][0, 0]), high=float(interval["x"][1, 0]))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int) -> pd.DataFrame:
+    """Median, IQM, mean and optimality gap of normalized scores per setting, each with a 95% CI."""
+    rows = []
+    for setting, scores in matrices.items():
+        point, interval = rly.get_interval_estimates({setting: scores}, aggregate_all, reps=reps, random_state=_state(seed))
+        for i, name in enumerate(AGGREGATES):
+            rows.append({"setting": setting, "metric": name, "value": point[setting][i],
+                         "low": interval[setting][0, i], "high": interval[setting][1, i]})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def improvement(matrices: dict[str, np.ndarray], baseline: str, reps: int, seed: int) -> pd.DataFrame:
+    """P(setting > baseline) averaged over envs (Mann-Whitney U per env), with a 95% CI, for every other setting."""
+    rows = []
+    for setting, scores in matrices.items():
+        if setting == baseline:
+            continue
+        pair = {setting: [scores, matrices[baseline]]}
+        point, interval = rly.get_interval_estimates(pair, probability_of_improvement, reps=reps, random_state=_state(seed))
+        low, high = np.ravel(interval[setting])
+        rows.append({"setting": setting, "baseline": baseline, "probability": float(np.ravel(point[setting])[0]),
+                     "low": float(low), "high": float(high)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def performance_profiles(matrices: dict[str, np.ndarray], taus: np.ndarray, reps: int, seed: int) -> dict:
+    """Fraction of runs with normalized score > tau, per setting: {setting: (profile[taus], ci[2, taus])}."""
+    out = {}
+    for setting, scores in matrices.items():
+        point, interval = rly.get_interval_estimates(
+            {setting: scores}, lambda s: score_distribution(s, taus), reps=reps, random_state=_state(seed)
+        )
+        out[setting] = (point[setting], interval[setting])
+    return out
+
+
+def curve(values: np.ndarray, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """IQM over seeds at each point of ``values[num_seeds, num_points]`` and its 95% CI ``[2, num_points]``.
+
+    Points where a seed has no value yet (no episode ended) are NaN in both.
+    """
+    finite = np.isfinite(values).all(axis=0)
+    iqm = np.full(values.shape[1], np.nan)
+    ci = np.full((2, values.shape[1]), np.nan)
+    if finite.any():
+        scores = values[:, None, finite]
+        point, interval = rly.get_interval_estimates({"x": scores}, iqm_over_runs, reps=reps, random_state=_state(seed))
+        iqm[finite], ci[:, finite] = point["x"], interval["x"]
+    return iqm, ci

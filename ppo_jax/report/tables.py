@@ -1,0 +1,78 @@
+"""Tables of final return per setting (rows) x env (columns): Markdown and LaTeX (booktabs).
+
+A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI); the best
+IQM of each column is in bold (the lowest, for columns where lower is better). Numbers keep 3 significant digits (at least one
+decimal place below 100).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+
+def fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return "n/a"
+    if abs(x) >= 100:
+        return f"{x:.0f}"
+    if abs(x) >= 10:
+        return f"{x:.1f}"
+    return f"{x:.2f}"
+
+
+def _cells(table: pd.DataFrame, settings: list[str], columns: list[str], lower_is_better=()) -> tuple[list[list[str]], list[list[bool]]]:
+    """Cell texts and bold flags, rows = settings, columns = ``columns`` (values of table's ``env`` column)."""
+    texts, bold = [], []
+    best = {c: table.loc[table["env"] == c, "iqm"].agg("min" if c in lower_is_better else "max") for c in columns}
+    for setting in settings:
+        row_text, row_bold = [], []
+        for column in columns:
+            match = table[(table["env"] == column) & (table["setting"] == setting)]
+            if match.empty:
+                row_text.append("")
+                row_bold.append(False)
+                continue
+            cell = match.iloc[0]
+            row_text.append(f"{fmt(cell['iqm'])} [{fmt(cell['low'])}, {fmt(cell['high'])}]")
+            row_bold.append(bool(math.isfinite(cell["iqm"]) and cell["iqm"] == best[column]))
+        texts.append(row_text)
+        bold.append(row_bold)
+    return texts, bold
+
+
+def markdown(table: pd.DataFrame, settings: list[str], columns: list[str], corner: str = "setting", lower_is_better=()) -> str:
+    """A GitHub-flavoured Markdown table (best per column in **bold**)."""
+    texts, bold = _cells(table, settings, columns, lower_is_better)
+    lines = ["| " + " | ".join([corner, *columns]) + " |", "|" + "---|" + "---:|" * len(columns)]
+    for setting, row, flags in zip(settings, texts, bold):
+        cells = [f"**{t}**" if b else t for t, b in zip(row, flags)]
+        lines.append("| " + " | ".join([setting.replace("|", "\\|"), *cells]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _tex(text: str) -> str:
+    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"), ("$", r"\$")):
+        text = text.replace(char, escaped)
+    return text
+
+
+def latex(table: pd.DataFrame, settings: list[str], columns: list[str], caption: str, corner: str = "setting", lower_is_better=()) -> str:
+    """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``); best per column in bold."""
+    texts, bold = _cells(table, settings, columns, lower_is_better)
+    lines = [
+        r"\begin{table}[t]",
+        r"\centering",
+        r"\small",
+        rf"\caption{{{_tex(caption)}}}",
+        r"\begin{tabular}{l" + "r" * len(columns) + "}",
+        r"\toprule",
+        " & ".join([_tex(corner), *map(_tex, columns)]) + r" \\",
+        r"\midrule",
+    ]
+    for setting, row, flags in zip(settings, texts, bold):
+        cells = [rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in zip(row, flags)]
+        lines.append(" & ".join([_tex(setting), *cells]) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
