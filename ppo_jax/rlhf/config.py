@@ -53,7 +53,7 @@ class RlhfConfig:
     """Longest response, EOS included (at least prompt_len + 1: the intended response is the prompt and EOS)."""
     embed_dim: int = _static(16)
     """Token embedding width of every model."""
-    hidden_dim: int = _static(32)
+    hidden_dim: int = _static(64)
     """GRU width of every model."""
     num_prompts: int = _static(64)
     """Prompts (sequences) per PPO update."""
@@ -73,9 +73,9 @@ class RlhfConfig:
     """Clip the value update to vf_clip_eps around the old value."""
     anneal_lr: bool = _static(False)
     """Decay the PPO learning rate linearly to 0."""
-    sft_steps: int = _static(600)
+    sft_steps: int = _static(2000)
     """Adam steps of supervised fine-tuning on demonstrations (the warm start and the reference)."""
-    rm_steps: int = _static(600)
+    rm_steps: int = _static(2000)
     """Adam steps of reward-model training on preference pairs (reward_model='learned')."""
     pretrain_batch: int = _static(64)
     """Demonstrations or preference pairs per SFT / reward-model step."""
