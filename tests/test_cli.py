@@ -60,7 +60,7 @@ def run_dir(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 def test_train_writes_a_valid_run_dir(run_dir):
     out, proc = run_dir
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "metadata.json", "metrics.csv", "params.msgpack"]
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "evaluation.csv", "metadata.json", "metrics.csv", "params.msgpack"]
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary directories left behind"
     assert "compile:" in proc.stdout and "env steps/s" in proc.stdout
     assert "seed 0:" in proc.stdout and "seed 1:" in proc.stdout and "95% bootstrap CI" in proc.stdout
@@ -108,6 +108,11 @@ def test_train_writes_a_valid_run_dir(run_dir):
         assert isinstance(leaf, np.ndarray) and leaf.shape[0] == 2
     assert params["obs_stats"]["mean"].shape == (2, 4)  # CartPole observations
     assert params["seeds"].tolist() == [0, 1]
+
+    evaluation = pd.read_csv(out / "evaluation.csv")  # 16 fresh episodes per seed and policy (the default)
+    assert list(evaluation.columns) == ["seed", "policy", "episode", "return", "length"] and len(evaluation) == 2 * 2 * 16
+    assert (evaluation["return"] == evaluation["length"]).all()  # CartPole: +1 per step
+    assert set(evaluation.policy) == {"stochastic", "deterministic"} and "evaluation (16 fresh episodes" in proc.stdout
 
 
 def test_existing_run_dir_needs_force(run_dir, tmp_path):

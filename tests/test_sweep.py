@@ -26,7 +26,8 @@ import pytest
 
 from ppo_jax import PPOConfig, sweep, train
 from ppo_jax.cli import main
-from ppo_jax.sweep_program import window_metrics
+from ppo_jax.evaluate import evaluate, evaluation_key
+from ppo_jax.sweep_program import EVAL_NAMES, window_metrics
 from ppo_jax.sweep_table import METRIC_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +77,9 @@ def test_directory_and_table_layout(tiny):
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary files left behind"
     assert (out / "spec.yaml").read_text() == TINY_SPEC.read_text()
 
-    assert list(table.columns) == KEY_COLUMNS + list(METRIC_COLUMNS.values())
+    assert list(table.columns) == KEY_COLUMNS + list(METRIC_COLUMNS.values()) + list(EVAL_NAMES)
+    last = table["update"] == 7  # evaluation: on each run's last row only
+    assert table.loc[last, list(EVAL_NAMES)].notna().all().all() and table.loc[~last, list(EVAL_NAMES)].isna().all().all()
     assert "clip_eps_now" in table and (table.clip_eps_now == table.clip_eps.astype(np.float32)).all()
     assert len(table) == 3 * 2 * 8  # settings x seeds x updates
     expected = [(0.1, 0), (0.1, 7), (0.2, 0), (0.2, 7), (0.3, 0), (0.3, 7)]
@@ -106,9 +109,14 @@ def test_sweep_equals_separate_runs_of_train(tiny):
     single = jax.jit(train)
     for (clip_eps, seed), rows in table.groupby(["clip_eps", "seed"]):
         cfg = PPOConfig(env="CartPole-v1", clip_eps=clip_eps, **TINY_BASE)
-        metrics = jax.device_get(single(cfg, jax.random.key(seed)).metrics)
+        output = single(cfg, jax.random.key(seed))
+        metrics = jax.device_get(output.metrics)
         for name, column in METRIC_COLUMNS.items():
             np.testing.assert_allclose(rows[column], metrics[name], rtol=2e-4, atol=1e-5, err_msg=f"{name} {clip_eps} {seed}")
+        if clip_eps == 0.1:  # the sweep's evaluation = evaluate() of the separate run's final parameters
+            returns = evaluate(cfg, output.train_state.params, output.obs_stats, evaluation_key(jax.random.key(seed)))
+            assert rows[EVAL_NAMES[0]].iloc[-1] == pytest.approx(float(returns.stochastic.mean()), rel=1e-5)
+            assert rows[EVAL_NAMES[1]].iloc[-1] == pytest.approx(float(returns.deterministic.mean()), rel=1e-5)
     # The settings really differ: each clip_eps gives seed 0 another run.
     seed0 = table[table.seed == 0]
     curves = [tuple(rows.value_loss) for _, rows in seed0.groupby("clip_eps")]

@@ -86,7 +86,8 @@ def sensitivity(table: pd.DataFrame, settings: list[str], ticks: list[str], xlab
         for i, env in enumerate(envs):
             rows = table[table["env"] == env].set_index("setting").reindex(settings)
             offset = 0.0 if env == "all envs" else (i - (len(envs) - 2) / 2) * 0.04
-            ax.errorbar(x + offset, rows["iqm"], yerr=[rows["iqm"] - rows["low"], rows["high"] - rows["iqm"]],
+            iqm, low, high = (rows[c].to_numpy(float) for c in ("iqm", "low", "high"))
+            ax.errorbar(x + offset, iqm, yerr=[iqm - low, high - iqm],
                         color=palette[env], marker=MARKERS[i % len(MARKERS)], ms=3.5, lw=2.0 if env == "all envs" else 1.0,
                         capsize=2, label=env)  # fmt: skip
         ax.axhline(0.0, color="0.6", lw=0.6, ls=":")
@@ -124,7 +125,8 @@ def improvement(table: pd.DataFrame, out: Path, name: str) -> list[str]:
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(PANEL[0] * 1.2, max(1.4, 0.28 * len(table) + 0.6)))
         y = np.arange(len(table))[::-1]
-        ax.errorbar(table["probability"], y, xerr=[table["probability"] - table["low"], table["high"] - table["probability"]],
+        p, low, high = (table[c].to_numpy(float) for c in ("probability", "low", "high"))
+        ax.errorbar(p, y, xerr=[p - low, high - p],
                     fmt="o", color=OKABE_ITO[0], ms=3.5, capsize=2)  # fmt: skip
         ax.axvline(0.5, color="0.5", lw=0.8, ls="--")
         ax.set_yticks(y, table["setting"])

@@ -2,8 +2,8 @@
 
 Every confidence interval here is rliable's stratified percentile bootstrap
 (``rliable.library.get_interval_estimates``: runs resampled with replacement
-within each environment), 95%, with ``reps`` replicates and a NumPy
-``RandomState(seed)`` made afresh for each estimate, so a report is reproducible.
+within each environment), 95%, with ``reps`` replicates, NumPy's generators
+seeded with ``seed`` afresh for each estimate, so a report is reproducible.
 
 Score matrices follow rliable's layout: ``float[num_runs, num_envs(, num_points)]``.
 """
@@ -26,8 +26,18 @@ def _state(seed: int) -> np.random.RandomState:
     return np.random.RandomState(seed)
 
 
-# rliable 1.2 hands arch its RandomState via ``random_state``, which arch 7 deprecates (same numbers).
-warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning, module="arch")
+def _interval_estimates(score_dict: dict, func, reps: int, seed: int):
+    """``rliable.library.get_interval_estimates``, reproducible: rliable 1.2 draws its stratified resamples
+    from NumPy's *global* generator (``np.random.choice``), whatever ``random_state`` says, so the global
+    state is seeded here and restored afterwards."""
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():  # rliable 1.2 passes arch 7 the RandomState in a deprecated way
+            warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
+            return rly.get_interval_estimates(score_dict, func, reps=reps, random_state=_state(seed))
+    finally:
+        np.random.set_state(saved)
 
 
 def trimmed_mean(values: np.ndarray) -> np.ndarray:
@@ -87,9 +97,7 @@ def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataF
         finite = values[np.isfinite(values)]
         row = {"env": env, "setting": setting, "runs": len(values), "mean": np.nan, "iqm": np.nan, "low": np.nan, "high": np.nan}
         if len(finite) == len(values) and len(values) > 0:
-            point, interval = rly.get_interval_estimates(
-                {"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps=reps, random_state=_state(seed)
-            )
+            point, interval = _interval_estimates({"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps, seed)
             row.update(mean=float(values.mean()), iqm=float(point["x"][0]), low=float(interval["x"][0, 0]), high=float(interval["x"][1, 0]))
         rows.append(row)
     return pd.DataFrame(rows)
@@ -99,7 +107,7 @@ def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int) -> pd.Data
     """Median, IQM, mean and optimality gap of normalized scores per setting, each with a 95% CI."""
     rows = []
     for setting, scores in matrices.items():
-        point, interval = rly.get_interval_estimates({setting: scores}, aggregate_all, reps=reps, random_state=_state(seed))
+        point, interval = _interval_estimates({setting: scores}, aggregate_all, reps, seed)
         for i, name in enumerate(AGGREGATES):
             rows.append({"setting": setting, "metric": name, "value": point[setting][i],
                          "low": interval[setting][0, i], "high": interval[setting][1, i]})  # fmt: skip
@@ -113,7 +121,7 @@ def improvement(matrices: dict[str, np.ndarray], baseline: str, reps: int, seed:
         if setting == baseline:
             continue
         pair = {setting: [scores, matrices[baseline]]}
-        point, interval = rly.get_interval_estimates(pair, probability_of_improvement, reps=reps, random_state=_state(seed))
+        point, interval = _interval_estimates(pair, probability_of_improvement, reps, seed)
         low, high = np.ravel(interval[setting])
         rows.append({"setting": setting, "baseline": baseline, "probability": float(np.ravel(point[setting])[0]),
                      "low": float(low), "high": float(high)})  # fmt: skip
@@ -124,9 +132,7 @@ def performance_profiles(matrices: dict[str, np.ndarray], taus: np.ndarray, reps
     """Fraction of runs with normalized score > tau, per setting: {setting: (profile[taus], ci[2, taus])}."""
     out = {}
     for setting, scores in matrices.items():
-        point, interval = rly.get_interval_estimates(
-            {setting: scores}, lambda s: score_distribution(s, taus), reps=reps, random_state=_state(seed)
-        )
+        point, interval = _interval_estimates({setting: scores}, lambda s: score_distribution(s, taus), reps, seed)
         out[setting] = (point[setting], interval[setting])
     return out
 
@@ -141,6 +147,6 @@ def curve(values: np.ndarray, reps: int, seed: int) -> tuple[np.ndarray, np.ndar
     ci = np.full((2, values.shape[1]), np.nan)
     if finite.any():
         scores = values[:, None, finite]
-        point, interval = rly.get_interval_estimates({"x": scores}, iqm_over_runs, reps=reps, random_state=_state(seed))
+        point, interval = _interval_estimates({"x": scores}, iqm_over_runs, reps, seed)
         iqm[finite], ci[:, finite] = point["x"], interval["x"]
     return iqm, ci

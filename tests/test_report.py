@@ -1,0 +1,221 @@
+"""``ppo-jax report``: synthetic run and sweep directories (made here, no training) -> every file, and
+statistics checked against values worked out by hand; missing or corrupt inputs give errors naming the file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ppo_jax.config import PPOConfig
+from ppo_jax.report import ReportError, make_report
+from ppo_jax.report import statistics
+from ppo_jax.report.scores import REFERENCE_SCORES
+from ppo_jax.sweep_dir import spec_record
+from ppo_jax.sweep_spec import load_spec
+
+UPDATES = 20
+SEEDS = (0, 1, 2, 3)
+ENVS = ("CartPole-v1", "Acrobot-v1")
+# final return (the last update: 5% of 20 updates) per env x clip_eps x seed
+FINALS = {
+    ("CartPole-v1", 0.1): [500.0, 400.0, 300.0, 21.68],
+    ("CartPole-v1", 0.2): [500.0, 500.0, 260.84, 100.0],
+    ("Acrobot-v1", 0.1): [-85.14, -100.0, -200.0, -499.13],
+    ("Acrobot-v1", 0.2): [-90.0, -85.14, -150.0, -300.0],
+}
+
+
+def metrics_rows(final: float, seed: int) -> pd.DataFrame:
+    """20 updates: NaN (no episode yet) for the first two, then a ramp, the final value at the last update."""
+    ret = np.linspace(final - 50.0, final - 10.0, UPDATES)
+    ret[:2] = np.nan
+    ret[-2:] = final - 10.0, final
+    return pd.DataFrame({
+        "seed": seed, "update": np.arange(UPDATES), "env_steps": (np.arange(UPDATES) + 1) * 512,
+        "episode_return": ret, "entropy": np.linspace(0.69, 0.3, UPDATES),
+    })  # fmt: skip
+
+
+def write_run(path: Path, env: str, clip_eps: float) -> None:
+    path.mkdir(parents=True)
+    cfg = PPOConfig(env=env, clip_eps=clip_eps).to_dict()
+    (path / "config.json").write_text(json.dumps({**cfg, "seeds": list(SEEDS)}))
+    (path / "metadata.json").write_text(json.dumps({"command_line": "ppo-jax train (synthetic)", "git_commit": "abc123"}))
+    pd.concat([metrics_rows(f, s) for s, f in zip(SEEDS, FINALS[(env, clip_eps)])]).to_csv(path / "metrics.csv", index=False)
+    episodes = [{"seed": s, "policy": p, "episode": e, "return": float(s * 10 + e + (100 if p == "deterministic" else 0)), "length": 5}
+                for s in SEEDS for p in ("stochastic", "deterministic") for e in range(2)]  # fmt: skip
+    pd.DataFrame(episodes).to_csv(path / "evaluation.csv", index=False)
+
+
+def write_sweep(path: Path) -> None:
+    """A sweep directory as ``ppo-jax sweep`` leaves it, for the same 2 envs x 2 clip_eps x 4 seeds."""
+    spec = load_spec({"name": "synthetic", "envs": list(ENVS), "seeds": len(SEEDS), "grid": {"clip_eps": [0.1, 0.2]}})
+    path.mkdir(parents=True)
+    (path / "spec.json").write_text(json.dumps(spec_record(spec)))
+    (path / "plan.json").write_text("{}")
+    (path / "metadata.json").write_text(json.dumps({"sweep": {"name": "synthetic"}, "git_commit": "abc123"}))
+    frames = []
+    for setting in spec.settings:
+        eps = setting.values["clip_eps"]
+        for seed, final in zip(SEEDS, FINALS[(setting.env, eps)]):
+            rows = metrics_rows(final, seed).assign(env=setting.env, setting_id=setting.setting_id, clip_eps=eps)
+            frames.append(rows)
+    pd.concat(frames).to_parquet(path / "metrics.parquet")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report_inputs")
+    runs = []
+    for env in ENVS:
+        for eps in (0.1, 0.2):
+            runs.append(root / f"{env}-{eps}")
+            write_run(runs[-1], env, eps)
+    write_sweep(root / "sweep")
+    return {"runs": runs, "sweep": root / "sweep", "root": root}
+
+
+@pytest.fixture(scope="module")
+def report(inputs, tmp_path_factory) -> Path:
+    return make_report(inputs["runs"], tmp_path_factory.mktemp("report") / "out", reps=200)
+
+
+def normalized(env: str, value: float) -> float:
+    ref = REFERENCE_SCORES[env]
+    return (value - ref.random) / (ref.best - ref.random)
+
+
+def test_report_writes_every_file(report):
+    names = {p.name for p in report.iterdir()}
+    expected = {"index.md", "index.html", "report.json", "final_returns.csv", "per_env.csv", "aggregates.csv",
+                "improvement.csv", "final_return.md", "final_return.tex", "aggregates.md", "aggregates.tex", "evaluation.md"}  # fmt: skip
+    for stem in ("curves_return", "curves_entropy", "sensitivity", "aggregates", "improvement", "profiles"):
+        expected |= {f"{stem}.png", f"{stem}.pdf"}
+    assert expected <= names, expected - names
+    index = (report / "index.md").read_text()
+    for stem in ("curves_return", "sensitivity", "profiles"):
+        assert f"({stem}.png)" in index and f'src="{stem}.png"' in (report / "index.html").read_text()
+    assert "abc123" in index and "last 5% of its logged updates" in index
+    assert r"\toprule" in (report / "final_return.tex").read_text() and r"\textbf{" in (report / "final_return.tex").read_text()
+
+
+def test_final_returns_and_normalized_scores_by_hand(report):
+    finals = pd.read_csv(report / "final_returns.csv")
+    assert len(finals) == 16
+    for (env, eps), values in FINALS.items():
+        rows = finals[(finals.env == env) & (finals.setting == f"clip_eps={eps:g}")].sort_values("seed")
+        np.testing.assert_allclose(rows.final_return, values, rtol=1e-6)
+        np.testing.assert_allclose(rows.score, [normalized(env, v) for v in values], rtol=1e-6)
+    # evaluation: mean over the two episodes (e = 0, 1) of s*10 + e (+100 deterministic)
+    row = finals[(finals.env == "Acrobot-v1") & (finals.setting == "clip_eps=0.2") & (finals.seed == 3)].iloc[0]
+    assert row.eval_return_stochastic == 30.5 and row.eval_return_deterministic == 130.5
+
+
+def test_last_percent_window_by_hand(inputs, tmp_path):
+    # 10% of 20 updates = the last 2: (final + (final - 10)) / 2, the ramp's value before the last being final - 10
+    out = make_report(inputs["runs"][:1], tmp_path / "r", reps=100, last_percent=10)
+    finals = pd.read_csv(out / "final_returns.csv").sort_values("seed")
+    np.testing.assert_allclose(finals.final_return, [v - 5.0 for v in FINALS[("CartPole-v1", 0.1)]], rtol=1e-6)
+
+
+def test_aggregates_by_hand(report):
+    agg = pd.read_csv(report / "aggregates.csv").set_index(["setting", "metric"])["value"]
+    scores = {eps: np.array([[normalized(env, FINALS[(env, eps)][i]) for env in ENVS] for i in range(len(SEEDS))])
+              for eps in (0.1, 0.2)}  # fmt: skip
+    # clip_eps=0.1, worked by hand: CartPole 1, 0.791, 0.582, 0; Acrobot 1, 0.964, 0.722, 0
+    s = scores[0.1]
+    np.testing.assert_allclose(sorted(s[:, 0]), [0.0, (300 - 21.68) / 478.32, (400 - 21.68) / 478.32, 1.0], rtol=1e-9)
+    middle = np.sort(s.reshape(-1))[2:6]  # IQM of 8 scores: drop 2 at each end
+    assert agg[("clip_eps=0.1", "IQM")] == pytest.approx(middle.mean(), rel=1e-9)
+    assert agg[("clip_eps=0.1", "Mean")] == pytest.approx(s.mean(), rel=1e-9)
+    assert agg[("clip_eps=0.1", "Median")] == pytest.approx(np.median(s.mean(axis=0)), rel=1e-9)
+    assert agg[("clip_eps=0.1", "Optimality gap")] == pytest.approx(np.mean(1 - np.minimum(s, 1)), rel=1e-9)
+    # P(0.1 > 0.2) by counting pairs per env (ties count 1/2), averaged over envs
+    x, y = scores[0.1], scores[0.2]
+    per_env = [np.mean([(a > b) + 0.5 * (a == b) for a in x[:, e] for b in y[:, e]]) for e in range(2)]
+    poi = pd.read_csv(report / "improvement.csv").set_index("setting")
+    baseline = poi["baseline"].iloc[0]
+    expected = np.mean(per_env) if baseline == "clip_eps=0.2" else 1 - np.mean(per_env)
+    assert poi["probability"].iloc[0] == pytest.approx(expected, rel=1e-9)
+    ci = pd.read_csv(report / "aggregates.csv").set_index(["setting", "metric"]).loc[("clip_eps=0.1", "IQM")]
+    assert ci["low"] <= ci["value"] <= ci["high"] and ci["low"] < ci["high"]
+
+
+def test_bold_marks_the_best_per_env(report):
+    table = (report / "final_return.md").read_text().splitlines()
+    row = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
+    # CartPole IQM over 4 seeds = mean of the middle 2: 0.1 -> (300+400)/2 = 350; 0.2 -> (260.84+500)/2 = 380.42
+    assert "**380 [" in row["clip_eps=0.2"].split(" | ")[1] and "**" not in row["clip_eps=0.1"].split(" | ")[1]
+
+
+def test_sweep_directory_gives_the_same_statistics(inputs, report, tmp_path):
+    out = make_report([inputs["sweep"]], tmp_path / "sweep_report", reps=200, seed=0)
+    pd.testing.assert_frame_equal(pd.read_csv(out / "aggregates.csv"), pd.read_csv(report / "aggregates.csv"))
+    assert json.loads((out / "report.json").read_text())["sources"][0]["name"] == "synthetic"
+
+
+def test_bootstrap_is_reproducible_and_seeded():
+    scores = {"a": np.random.default_rng(0).normal(size=(6, 2)), "b": np.random.default_rng(1).normal(size=(6, 2))}
+    first = statistics.aggregates(scores, reps=150, seed=3)
+    pd.testing.assert_frame_equal(first, statistics.aggregates(scores, reps=150, seed=3))
+    assert not first.equals(statistics.aggregates(scores, reps=150, seed=4))
+
+
+def test_fast_aggregates_equal_rliable():
+    from rliable import library as rly
+    from rliable import metrics
+
+    rng = np.random.default_rng(0)
+    for n in (3, 4, 5, 8, 10):
+        x, y = rng.normal(size=(n, 3)).round(1), rng.normal(size=(n + 2, 3)).round(1)
+        assert statistics.probability_of_improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y), abs=1e-12)
+        assert statistics.trimmed_mean(x.reshape(-1)) == pytest.approx(metrics.aggregate_iqm(x), abs=1e-12)
+        taus = np.linspace(-1, 1, 7)
+        np.testing.assert_allclose(statistics.score_distribution(x, taus), rly.score_distributions(x, taus))
+
+
+# ----------------------------------------------------------------------------- bad input
+
+
+def test_missing_and_corrupt_files_name_the_file(inputs, tmp_path):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(inputs["runs"][0], broken)
+    (broken / "metrics.csv").unlink()
+    with pytest.raises(ReportError, match=r"broken/metrics\.csv: file missing"):
+        make_report([broken], tmp_path / "r1")
+    (broken / "metrics.csv").write_text("garbage\n\x00\x01")
+    with pytest.raises(ReportError, match=r"broken/metrics\.csv"):
+        make_report([broken], tmp_path / "r2")
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(ReportError, match=r"broken/config\.json: not valid JSON"):
+        make_report([broken], tmp_path / "r3")
+    sweep = tmp_path / "sweep"
+    shutil.copytree(inputs["sweep"], sweep)
+    (sweep / "metrics.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(ReportError, match=r"sweep/metrics\.parquet: cannot be read"):
+        make_report([sweep], tmp_path / "r4")
+    assert not any(p.name.startswith("r") for p in tmp_path.iterdir())  # nothing written on error
+
+
+def test_out_is_never_overwritten_without_force(inputs, report):
+    before = (report / "index.md").read_text()
+    with pytest.raises(ReportError, match="--force"):
+        make_report(inputs["runs"], report)
+    assert (report / "index.md").read_text() == before
+    with pytest.raises(ReportError, match="only a report directory"):
+        make_report(inputs["runs"], inputs["runs"][0], force=True)  # a run directory is not a report
+
+
+def test_cli_report_errors_exit_2(inputs, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "report", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "nope: no such directory" in proc.stderr
+    assert "Traceback" not in proc.stderr
