@@ -4,7 +4,7 @@
 
 Writes DIR/spec.yaml, config.json (base config, grid, seeds), metadata.json
 (provenance, timings, pretraining losses), metrics.parquet (one row per setting x
-seed x update), summary.csv (one row per setting: final values, mean and 95%
+seed x update), summary.csv and summary.md (one row per setting: final values, mean and 95%
 bootstrap CI over seeds), frontier.png and frontier.pdf. Exit status 2 for a
 spec that cannot run (message on stderr), 1 if DIR cannot be written.
 """
@@ -48,6 +48,7 @@ def main(argv=None) -> int:
         write_json(tmp / "metadata.json", metadata)
         table.to_parquet(tmp / "metrics.parquet", index=False)
         summary.to_csv(tmp / "summary.csv", index=False)
+        (tmp / "summary.md").write_text(frontier.markdown_table(summary))
         frontier.plot(summary, tmp / "frontier", table=table, title=f"{spec['name']}: {info['num_runs']} runs, "
                       f"{spec['base'].num_updates} updates, mean and 95% CI over {len(spec['seeds'])} seeds")  # fmt: skip
 

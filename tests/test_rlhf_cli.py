@@ -7,7 +7,7 @@ import pytest
 import tyro
 
 from ppo_jax.rlhf import frontier
-from ppo_jax.rlhf.cli import Rlhf, main, run_rlhf
+from ppo_jax.rlhf.cli import Rlhf, run_rlhf
 from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.validation import ConfigError
 
@@ -28,9 +28,10 @@ def test_bad_config_is_a_config_error():
         run_rlhf(Rlhf(seeds=0), ["ppo-jax", "rlhf"])
 
 
-def test_main_prints_error_and_exits_2(capsys):
-    assert main(["--clip-eps", "0"]) == 2
-    assert capsys.readouterr().err.startswith("error: clip_eps must be > 0")
+def test_bad_flag_values_fail_before_compiling():
+    args = tyro.cli(Rlhf, args=["--clip-eps", "0"])
+    with pytest.raises(ConfigError, match="clip_eps must be > 0"):
+        run_rlhf(args, ["ppo-jax", "rlhf", "--clip-eps", "0"])
 
 
 def test_existing_directory_is_not_replaced_without_force(tmp_path):

@@ -145,15 +145,12 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
     """Check every field; return cfg unchanged or raise ConfigError (traced leaves are skipped)."""
     for name in (
         "vocab_size", "prompt_len", "max_response_len", "embed_dim", "hidden_dim", "num_prompts",
-        "num_minibatches", "update_epochs", "num_updates", "pretrain_batch",
+        "num_minibatches", "update_epochs", "num_updates", "pretrain_batch", "sft_steps", "rm_steps",
     ):  # fmt: skip
-        value = getattr(cfg, name)
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {value!r}.")
-    for name in ("sft_steps", "rm_steps"):
-        value = getattr(cfg, name)
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"{name} must be a non-negative integer, got {value!r}.")
+        value, minimum = getattr(cfg, name), 0 if name in ("sft_steps", "rm_steps") else 1
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
+            kind = "a non-negative" if minimum == 0 else "a positive"
+            raise ConfigError(f"{name} must be {kind} integer, got {value!r}.")
     if cfg.vocab_size < 3:
         raise ConfigError(f"vocab_size must be at least 3 (PAD, EOS and one content token), got {cfg.vocab_size}.")
     if cfg.max_response_len < cfg.prompt_len + 1:

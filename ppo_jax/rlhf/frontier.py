@@ -96,7 +96,7 @@ def run_spec(spec: dict, say=print):
     import jax.numpy as jnp
     import pandas as pd
 
-    from ppo_jax.rlhf.train import METRIC_NAMES, pretrain, train
+    from ppo_jax.rlhf.train import METRIC_NAMES, compile_and_run, pretrain, train
 
     base, seeds, grid = spec["base"], spec["seeds"], settings(spec)
     runs = [(i, point, seed) for i, point in enumerate(grid) for seed in seeds]
@@ -110,15 +110,9 @@ def run_spec(spec: dict, say=print):
     pretrain_seconds = time.perf_counter() - start
     say(f"pretrain (SFT {base.sft_steps} steps, reward model {base.rm_steps} steps): {pretrain_seconds:.1f} s")
 
-    fn = jax.jit(jax.vmap(train, in_axes=(0, 0, None)))
-    start = time.perf_counter()
-    compiled = fn.lower(stacked, keys, pretrained).compile()
-    compile_seconds = time.perf_counter() - start
-    say(f"compile: {compile_seconds:.1f} s")
-    start = time.perf_counter()
-    output = jax.device_get(jax.block_until_ready(compiled(stacked, keys, pretrained)))
-    run_seconds = time.perf_counter() - start
-    say(f"run: {run_seconds:.1f} s")
+    output, compile_seconds, run_seconds = compile_and_run(
+        jax.vmap(train, in_axes=(0, 0, None)), stacked, keys, pretrained, say=say
+    )
 
     num_updates = base.num_updates
     columns = {"setting": np.repeat([i for i, _, _ in runs], num_updates)}
@@ -159,6 +153,24 @@ def summarize(table, grid_axes) -> "object":
         row["score_start"], row["true_score_start"] = first["score"].mean(), first["true_score"].mean()
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def markdown_table(summary) -> str:
+    """The summary as a Markdown table: one row per setting, final values as mean [95% CI] over seeds."""
+
+    def cell(row, name, digits):
+        return f"{row[name]:.{digits}f} [{row[name + '_lo']:.{digits}f}, {row[name + '_hi']:.{digits}f}]"
+
+    lines = [
+        "| ε | β | RM score | programmatic score | KL to reference (nats) | response length | entropy (nats/token) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for _, row in summary.sort_values(["clip_eps", "beta"]).iterrows():
+        lines.append(
+            f"| {row['clip_eps']:g} | {row['beta']:g} | {cell(row, 'score', 2)} | {cell(row, 'true_score', 3)} | "
+            f"{cell(row, 'kl_ref', 2)} | {row['response_length']:.2f} | {row['entropy']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _trajectories(ax, table, clip_eps: float) -> None:
