@@ -88,7 +88,8 @@ def run_rlhf(args: Rlhf, argv: list[str]) -> int:
     pretrain_seconds = time.perf_counter() - start
     sft_loss = float(pretrained.sft_loss[-50:].mean()) if cfg.sft_steps else float("nan")
     rm_loss = float(pretrained.rm_loss[-50:].mean()) if len(pretrained.rm_loss) else float("nan")
-    _say(f"pretrain: {pretrain_seconds:.2f} s (SFT NLL per token {_fmt(sft_loss)}, reward-model BT loss {_fmt(rm_loss)})")
+    scorer = f"reward-model BT loss {_fmt(rm_loss)}" if cfg.reward_model == "learned" else "programmatic scorer"
+    _say(f"pretrain: {pretrain_seconds:.2f} s (SFT NLL per token {_fmt(sft_loss)}, {scorer})")
 
     output, compile_seconds, run_seconds = compile_and_run(
         jax.vmap(train, in_axes=(None, 0, None)), cfg, make_keys(seeds), pretrained, say=_say
