@@ -20,7 +20,9 @@ Modules, one idea each:
     loss.py          the per-token PPO loss, masked to response tokens
     config.py        RlhfConfig: static fields and float32 traced leaves; validation
     train.py         pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable
-    cli.py           ``ppo-jax rlhf``
+    cli.py           ``ppo-jax rlhf`` (Rlhf, run_rlhf)
+    run_dir.py       run directories and final values
+    frontier.py      the beta x clip_eps frontier experiment: spec, one program, table, figure
 
 ``ppo_jax.rlhf.train.train`` is imported from its module (this package exports no names).
 """
