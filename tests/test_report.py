@@ -102,6 +102,7 @@ def test_report_writes_every_file(report):
     for stem in ("curves_return", "sensitivity", "profiles"):
         assert f"({stem}.png)" in index and f'src="{stem}.png"' in (report / "index.html").read_text()
     assert "abc123" in index and "last 5% of its logged updates" in index
+    assert '"clip_eps": 0.1' in index and "<details>" in (report / "index.html").read_text()  # each source's config
     assert r"\toprule" in (report / "final_return.tex").read_text() and r"\textbf{" in (report / "final_return.tex").read_text()
 
 

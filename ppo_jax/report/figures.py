@@ -31,10 +31,15 @@ def colours(n: int) -> list:
 
 
 def save(fig, out: Path, name: str) -> list[str]:
-    """Write ``name.png`` and ``name.pdf`` under ``out``; returns the file names."""
+    """Write ``name.png`` (150 dpi, 128-colour palette: a third of the bytes) and ``name.pdf``; returns the names."""
+    from PIL import Image
+
     fig.savefig(out / f"{name}.png", dpi=150, bbox_inches="tight")
     fig.savefig(out / f"{name}.pdf", bbox_inches="tight")
     plt.close(fig)
+    with Image.open(out / f"{name}.png") as image:
+        compact = image.convert("RGB").quantize(colors=128, method=Image.Quantize.MEDIANCUT)
+    compact.save(out / f"{name}.png", optimize=True)
     return [f"{name}.png", f"{name}.pdf"]
 
 

@@ -62,6 +62,10 @@ def write_index(out: Path, result: dict, record: dict) -> None:
     files = result["files"]
     names = ", ".join(s["name"] for s in record["sources"])
     md = [f"# Report: {names}", "", "## Definitions", "", *_definitions(record), "", "## Provenance", "", *_provenance(record), ""]
+    specs = [(s["name"], s["kind"], s.get("spec")) for s in record["sources"] if s.get("spec")]
+    for name, kind, text in specs:
+        title = "spec.yaml" if kind == "sweep" else "config.json"
+        md += [f"<details><summary>{name}: {title}</summary>", "", "```" + ("yaml" if kind == "sweep" else "json"), text.rstrip(), "```", "</details>", ""]
     sections = [("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
                 ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
                 ("evaluation.md", "Evaluation of the final parameters (mean over seeds)")]  # fmt: skip
@@ -78,6 +82,9 @@ def write_index(out: Path, result: dict, record: dict) -> None:
 
     body = [f"<h1>Report: {html.escape(names)}</h1>", "<h2>Definitions</h2>", _html_list(_definitions(record)),
             "<h2>Provenance</h2>", _html_list(_provenance(record))]  # fmt: skip
+    for name, kind, text in specs:
+        title = "spec.yaml" if kind == "sweep" else "config.json"
+        body.append(f"<details><summary>{html.escape(name)}: {title}</summary><pre>{html.escape(text)}</pre></details>")
     for name, title in sections:
         if name in files["tables"]:
             body += [f"<h2>{html.escape(title)}</h2>", _html_table((out / name).read_text())]

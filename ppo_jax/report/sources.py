@@ -169,7 +169,9 @@ def load_sources(paths: list[Path]) -> Runs:
         table = table.assign(source=index)
         frames.append(table)
         name = (metadata.get("sweep") or {}).get("name") or path.name
-        provenance.append({"path": str(path), "kind": kind, "name": name, "metadata": metadata})
+        spec_file = path / ("spec.yaml" if kind == "sweep" else "config.json")
+        spec_text = spec_file.read_text() if spec_file.is_file() else None
+        provenance.append({"path": str(path), "kind": kind, "name": name, "metadata": metadata, "spec": spec_text})
     table = pd.concat(frames, ignore_index=True)
     return _with_settings(table, provenance)
 
