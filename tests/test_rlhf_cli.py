@@ -65,3 +65,12 @@ def test_spec_errors(tmp_path, text, message):
     path.write_text(text + "\n")
     with pytest.raises(ConfigError, match=message):
         frontier.load_spec(path)
+
+
+def test_ppo_jax_rlhf_subcommand_refuses_bad_input_with_exit_2():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "rlhf", "--beta", "-1"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error:") and "beta" in proc.stderr
+    assert "Traceback" not in proc.stderr
