@@ -97,7 +97,8 @@ def normalizers(finals: pd.DataFrame, references: dict[str, Reference]) -> dict[
         best = rows.groupby("setting")["final_return"].mean().max()
         if not math.isfinite(best) or best == ref.random:
             raise ReportError(f"{env}: no documented best score and no finite best setting to normalize by.")
-        out[env] = (ref.random, float(best), f"{ref.source}; best: the best setting in this report (PPO paper normalization)")
+        source = ref.source.replace("; best: none documented", "")
+        out[env] = (ref.random, float(best), f"{source}; best: the best setting in this report (PPO paper normalization)")
     return out
 
 
