@@ -39,7 +39,6 @@ Floats follow YAML 1.2 (``1e-3`` is a number, not the string PyYAML makes of it)
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import math
 import zlib
@@ -51,7 +50,7 @@ import numpy as np
 from ppo_jax.config import PPOConfig, field_names
 from ppo_jax.sweep_values import as_number, coerce, column_value, field_kind, short_float
 from ppo_jax.sweep_yaml import Locator, SpecError, parse_yaml
-from ppo_jax.validation import ConfigError, validate
+from ppo_jax.validation import ConfigError, close_matches, validate
 
 TOP_KEYS = ("name", "description", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "log_every")
 RANDOM_KEYS = ("num_samples", "seed", "axes")
@@ -101,16 +100,11 @@ class _Context(Locator):
         self.base = PPOConfig(progress=False)
 
 
-def _close(name: str, choices) -> str:
-    matches = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.5)
-    return f" Did you mean: {', '.join(matches)}?" if matches else ""
-
-
 def _check_axis_name(name, ctx: _Context, path: tuple, taken: dict) -> None:
     if name in ("seed", "seeds"):
         raise ctx.error(path, "seeds are not a config field; list them under the top-level `seeds:` key.")
     if name not in field_names():
-        raise ctx.error(path, f"unknown config field {name!r}.{_close(name, field_names())}")
+        raise ctx.error(path, f"unknown config field {name!r}.{close_matches(name, field_names())}")
     if name in FIXED_FIELDS:
         raise ctx.error(path, f"{name} cannot be swept: {FIXED_FIELDS[name]}.")
     if taken is None:  # base: any field but the fixed ones; an axis overrides it
@@ -185,7 +179,7 @@ def _distribution(name: str, raw, ctx: _Context, path: tuple) -> tuple[str, list
         raise ctx.error(path, f"give one distribution, e.g. {{log_uniform: [1e-5, 1e-2]}}; one of {DISTRIBUTIONS}.")
     (dist, args), kind = next(iter(raw.items())), field_kind(name)
     if dist not in DISTRIBUTIONS:
-        raise ctx.error(path + (dist,), f"unknown distribution {dist!r}.{_close(dist, DISTRIBUTIONS)}")
+        raise ctx.error(path + (dist,), f"unknown distribution {dist!r}.{close_matches(dist, DISTRIBUTIONS)}")
     if dist == "choice":
         return dist, _values_list(args, ctx, path + (dist,), name)
     wanted = "int" if dist == "int_uniform" else "float"
@@ -222,7 +216,7 @@ def expand_random(raw, ctx: _Context, taken: dict) -> tuple[dict, list[dict]]:
         return {}, [{}]
     for key in raw:
         if key not in RANDOM_KEYS:
-            raise ctx.error(("random", key), f"unknown key {key!r}.{_close(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}.")
+            raise ctx.error(("random", key), f"unknown key {key!r}.{close_matches(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}.")
     num, seed = raw.get("num_samples"), raw.get("seed", 0)
     for key, value, low in (("num_samples", num, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -321,7 +315,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         raise ctx.error((), f"a spec is a mapping with keys among {TOP_KEYS}, got {type(raw).__name__}.")
     for key in raw:
         if key not in TOP_KEYS:
-            hint = _close(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in field_names() else "")
+            hint = close_matches(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in field_names() else "")
             raise ctx.error((key,), f"unknown spec key {key!r}.{hint} Expected one of {TOP_KEYS}.")
     taken: dict[str, str] = {}
     base = _base(raw.get("base"), ctx)

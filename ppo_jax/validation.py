@@ -13,8 +13,9 @@ class ConfigError(ValueError):
     """A configuration that cannot run; the message says what is wrong and how to fix it."""
 
 
-def _close(name: str, choices) -> str:
-    matches = difflib.get_close_matches(name, list(choices), n=3, cutoff=0.5)
+def close_matches(name: str, choices) -> str:
+    """' Did you mean: a, b?' for up to 3 close matches of ``name`` among ``choices``, else ''."""
+    matches = difflib.get_close_matches(str(name), list(choices), n=3, cutoff=0.5)
     return f" Did you mean: {', '.join(matches)}?" if matches else ""
 
 
@@ -23,7 +24,7 @@ def check_field_names(values: dict) -> None:
     known = field_names()
     for name in values:
         if name not in known:
-            raise ConfigError(f"unknown config field {name!r}.{_close(name, known)}")
+            raise ConfigError(f"unknown config field {name!r}.{close_matches(name, known)}")
 
 
 def _is_concrete(value) -> bool:
@@ -32,7 +33,7 @@ def _is_concrete(value) -> bool:
     return not isinstance(value, jax.core.Tracer)
 
 
-def _check_range(name: str, value, *, low=None, high=None, low_open=False, allow_inf=False, hint=""):
+def check_range(name: str, value, *, low=None, high=None, low_open=False, allow_inf=False, hint=""):
     if not _is_concrete(value):
         return
     array = np.asarray(value, dtype=np.float64)
@@ -59,7 +60,7 @@ def validate(cfg: PPOConfig) -> PPOConfig:
 
     if not isinstance(cfg.env, str) or cfg.env not in known_env_names():
         raise ConfigError(
-            f"unknown environment {cfg.env!r}.{_close(str(cfg.env), known_env_names())} "
+            f"unknown environment {cfg.env!r}.{close_matches(str(cfg.env), known_env_names())} "
             "Run `ppo-jax envs` to list all environment ids."
         )
     for name in ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"):
@@ -82,35 +83,35 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         not isinstance(h, (int, np.integer)) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes
     ):
         raise ConfigError(f"hidden_sizes must be one or more positive integers, got {cfg.hidden_sizes!r}.")
-    _check_choice("activation", cfg.activation, ("tanh", "relu", "gelu", "silu"))
+    check_choice("activation", cfg.activation, ("tanh", "relu", "gelu", "silu"))
 
-    _check_choice("objective", cfg.objective, OBJECTIVES)
-    _check_choice("clip_schedule", cfg.clip_schedule, SCHEDULES)
-    _check_choice("ent_schedule", cfg.ent_schedule, SCHEDULES)
+    check_choice("objective", cfg.objective, OBJECTIVES)
+    check_choice("clip_schedule", cfg.clip_schedule, SCHEDULES)
+    check_choice("ent_schedule", cfg.ent_schedule, SCHEDULES)
 
-    _check_range("lr", cfg.lr, low=0, low_open=True, hint=" A typical value is 2.5e-4.")
-    _check_range("clip_eps", cfg.clip_eps, low=0, low_open=True, hint=" A typical value is 0.2.")
-    _check_range("vf_clip_eps", cfg.vf_clip_eps, low=0, low_open=True, hint=" Use --no-clip-vloss to turn value clipping off.")
-    _check_range("ent_coef", cfg.ent_coef, low=0)
-    _check_range("vf_coef", cfg.vf_coef, low=0)
-    _check_range("gamma", cfg.gamma, low=0, high=1)
-    _check_range("gae_lambda", cfg.gae_lambda, low=0, high=1)
-    _check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
-    _check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
-    _check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
-    _check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
-    _check_range("kl_beta", cfg.kl_beta, low=0)
-    _check_range("kl_target", cfg.kl_target, low=0, low_open=True)
-    _check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")
-    _check_range("target_kl", cfg.target_kl, low=0, low_open=True)
-    _check_range("clip_kl_target", cfg.clip_kl_target, low=0, low_open=True)
+    check_range("lr", cfg.lr, low=0, low_open=True, hint=" A typical value is 2.5e-4.")
+    check_range("clip_eps", cfg.clip_eps, low=0, low_open=True, hint=" A typical value is 0.2.")
+    check_range("vf_clip_eps", cfg.vf_clip_eps, low=0, low_open=True, hint=" Use --no-clip-vloss to turn value clipping off.")
+    check_range("ent_coef", cfg.ent_coef, low=0)
+    check_range("vf_coef", cfg.vf_coef, low=0)
+    check_range("gamma", cfg.gamma, low=0, high=1)
+    check_range("gae_lambda", cfg.gae_lambda, low=0, high=1)
+    check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
+    check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
+    check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
+    check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
+    check_range("kl_beta", cfg.kl_beta, low=0)
+    check_range("kl_target", cfg.kl_target, low=0, low_open=True)
+    check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")
+    check_range("target_kl", cfg.target_kl, low=0, low_open=True)
+    check_range("clip_kl_target", cfg.clip_kl_target, low=0, low_open=True)
     _check_leaf_shapes(cfg)
     return cfg
 
 
-def _check_choice(name: str, value, choices) -> None:
+def check_choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ConfigError(f"unknown {name} {value!r}.{_close(str(value), choices)} Choose one of: {', '.join(choices)}.")
+        raise ConfigError(f"unknown {name} {value!r}.{close_matches(str(value), choices)} Choose one of: {', '.join(choices)}.")
 
 
 def _check_leaf_shapes(cfg: PPOConfig) -> None:

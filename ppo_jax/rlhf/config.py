@@ -14,8 +14,8 @@ from typing import Literal
 import numpy as np
 from flax import struct
 
-from ppo_jax.config import _leaf, _static
-from ppo_jax.validation import ConfigError, _check_choice, _check_range, _close
+from ppo_jax.config import cast_leaves, leaf, static
+from ppo_jax.validation import ConfigError, check_choice, check_range, close_matches
 
 RewardModel = Literal["programmatic", "learned"]
 Advantage = Literal["gae", "broadcast"]
@@ -45,76 +45,73 @@ class RlhfConfig:
     """Configuration of one RLHF run: SFT warm start, reward model, token-level PPO with a KL reward."""
 
     # ----- static: changing one compiles a new program -----
-    vocab_size: int = _static(10)
+    vocab_size: int = static(10)
     """Tokens: PAD, EOS and vocab_size - 2 content tokens."""
-    prompt_len: int = _static(4)
+    prompt_len: int = static(4)
     """Content tokens per prompt."""
-    max_response_len: int = _static(6)
+    max_response_len: int = static(6)
     """Longest response, EOS included (at least prompt_len + 1: the intended response is the prompt and EOS)."""
-    embed_dim: int = _static(16)
+    embed_dim: int = static(16)
     """Token embedding width of every model."""
-    hidden_dim: int = _static(64)
+    hidden_dim: int = static(64)
     """GRU width of every model."""
-    num_prompts: int = _static(64)
+    num_prompts: int = static(64)
     """Prompts (sequences) per PPO update."""
-    num_minibatches: int = _static(4)
+    num_minibatches: int = static(4)
     """Minibatches per epoch; must divide num_prompts. Sequences are kept whole."""
-    update_epochs: int = _static(4)
+    update_epochs: int = static(4)
     """Passes over each batch of sequences."""
-    num_updates: int = _static(100)
+    num_updates: int = static(100)
     """PPO updates (generate, score, GAE, epochs of minibatch steps)."""
-    reward_model: RewardModel = _static("learned")
+    reward_model: RewardModel = static("learned")
     """Sequence score: 'programmatic' (the task's scorer) or 'learned' (a Bradley-Terry model of preferences labelled by it)."""
-    advantage: Advantage = _static("gae")
+    advantage: Advantage = static("gae")
     """'gae': per-token GAE over the KL rewards and the final score; 'broadcast': the sequence's return minus V(prompt), on every token."""
-    norm_adv: bool = _static(True)
+    norm_adv: bool = static(True)
     """Normalize advantages over the response tokens of each minibatch."""
-    clip_vloss: bool = _static(True)
+    clip_vloss: bool = static(True)
     """Clip the value update to vf_clip_eps around the old value."""
-    anneal_lr: bool = _static(False)
+    anneal_lr: bool = static(False)
     """Decay the PPO learning rate linearly to 0."""
-    sft_steps: int = _static(2000)
+    sft_steps: int = static(2000)
     """Adam steps of supervised fine-tuning on demonstrations (the warm start and the reference)."""
-    rm_steps: int = _static(2000)
+    rm_steps: int = static(2000)
     """Adam steps of reward-model training on preference pairs (reward_model='learned')."""
-    pretrain_batch: int = _static(64)
+    pretrain_batch: int = static(64)
     """Demonstrations or preference pairs per SFT / reward-model step."""
 
     # ----- traced float32 leaves: vmappable, no recompilation -----
-    beta: float = _leaf(0.05)
+    beta: float = leaf(0.05)
     """KL coefficient: every response token earns -beta * (log pi - log pi_ref)."""
-    lr: float = _leaf(1e-3)
+    lr: float = leaf(1e-3)
     """PPO Adam learning rate (actor and critic)."""
-    clip_eps: float = _leaf(0.2)
+    clip_eps: float = leaf(0.2)
     """Clip range epsilon of the per-token ratio."""
-    vf_clip_eps: float = _leaf(0.2)
+    vf_clip_eps: float = leaf(0.2)
     """Clip range of the value update (with clip_vloss)."""
-    ent_coef: float = _leaf(0.0)
+    ent_coef: float = leaf(0.0)
     """Entropy bonus coefficient (mean entropy per response token)."""
-    vf_coef: float = _leaf(0.5)
+    vf_coef: float = leaf(0.5)
     """Value loss coefficient."""
-    gamma: float = _leaf(1.0)
+    gamma: float = leaf(1.0)
     """Discount over response tokens (1: the usual RLHF choice)."""
-    gae_lambda: float = _leaf(0.95)
+    gae_lambda: float = leaf(0.95)
     """GAE lambda."""
-    max_grad_norm: float = _leaf(1.0)
+    max_grad_norm: float = leaf(1.0)
     """Global gradient-norm clip; inf turns it off."""
-    adam_eps: float = _leaf(1e-5)
+    adam_eps: float = leaf(1e-5)
     """Adam epsilon of the PPO optimizer."""
-    demo_noise: float = _leaf(0.3)
+    demo_noise: float = leaf(0.3)
     """Probability that the demonstrator replaces a token of the intended response (SFT data)."""
-    sft_lr: float = _leaf(3e-3)
+    sft_lr: float = leaf(3e-3)
     """Adam learning rate of SFT."""
-    rm_lr: float = _leaf(3e-3)
+    rm_lr: float = leaf(3e-3)
     """Adam learning rate of the reward model."""
-    bt_temperature: float = _leaf(0.1)
+    bt_temperature: float = leaf(0.1)
     """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
 
     def __post_init__(self):
-        for name in TRACED_FIELDS:
-            value = getattr(self, name)
-            if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-                object.__setattr__(self, name, np.float32(value))
+        cast_leaves(self, TRACED_FIELDS)
 
     @property
     def minibatch_size(self) -> int:
@@ -137,7 +134,7 @@ class RlhfConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         for name in values:
             if name not in known:
-                raise ConfigError(f"unknown rlhf config field {name!r}.{_close(name, known)}")
+                raise ConfigError(f"unknown rlhf config field {name!r}.{close_matches(name, known)}")
         return cls(**values)
 
 
@@ -164,16 +161,16 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
             f"num_prompts={cfg.num_prompts} does not split into num_minibatches={cfg.num_minibatches} equal "
             f"minibatches; choose num_minibatches among {divisors}."
         )
-    _check_choice("reward_model", cfg.reward_model, REWARD_MODELS)
-    _check_choice("advantage", cfg.advantage, ADVANTAGES)
-    _check_range("beta", cfg.beta, low=0, hint=" beta=0 turns the KL penalty off.")
+    check_choice("reward_model", cfg.reward_model, REWARD_MODELS)
+    check_choice("advantage", cfg.advantage, ADVANTAGES)
+    check_range("beta", cfg.beta, low=0, hint=" beta=0 turns the KL penalty off.")
     for name in ("lr", "clip_eps", "vf_clip_eps", "adam_eps", "sft_lr", "rm_lr", "bt_temperature"):
-        _check_range(name, getattr(cfg, name), low=0, low_open=True)
-    _check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
+        check_range(name, getattr(cfg, name), low=0, low_open=True)
+    check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
     for name in ("ent_coef", "vf_coef"):
-        _check_range(name, getattr(cfg, name), low=0)
+        check_range(name, getattr(cfg, name), low=0)
     for name in ("gamma", "gae_lambda", "demo_noise"):
-        _check_range(name, getattr(cfg, name), low=0, high=1)
+        check_range(name, getattr(cfg, name), low=0, high=1)
     shapes = {name: np.shape(getattr(cfg, name)) for name in TRACED_FIELDS}
     if {len(s) for s in shapes.values()} - {0, 1} or len({s[0] for s in shapes.values() if s}) > 1:
         raise ConfigError(f"config leaves must be scalars or 1-D stacks of one length, got shapes {shapes}.")
