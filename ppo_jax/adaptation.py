@@ -1,4 +1,4 @@
-"""Coefficients that change over a run: schedules, the adaptive KL penalty and the adaptive clip range.
+"""Coefficients adapted over a run: the adaptive KL penalty and the adaptive clip range (schedules: ``ppo_jax.schedules``).
 
 The adapted values live in ``Coefficients``, carried in the training state, so
 they work under ``vmap`` (each setting and seed adapts its own).
@@ -24,13 +24,6 @@ class Coefficients(NamedTuple):
 
 def init_coefficients(cfg) -> Coefficients:
     return Coefficients(jnp.asarray(cfg.clip_eps, jnp.float32), jnp.asarray(cfg.kl_beta, jnp.float32))
-
-
-def scheduled(kind: str, value, update_idx, num_updates: int):
-    """``value`` at update ``update_idx``: constant, or linear decay ``value * (1 - u / num_updates)``."""
-    if kind == "constant":
-        return value
-    return value * (1.0 - update_idx / num_updates)
 
 
 def adapt_kl_beta(beta: jax.Array, kl: jax.Array, kl_target) -> jax.Array:

@@ -199,7 +199,7 @@ def run_train(args: Train, argv: list[str]) -> int:
     import jax
 
     from ppo_jax.progress import ProgressBar
-    from ppo_jax.stats import bootstrap_ci, final_return
+    from ppo_jax.final_values import bootstrap_ci, final_return
     from ppo_jax.train import train
 
     metadata = collect_metadata(argv) if args.out is not None else None

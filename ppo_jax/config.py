@@ -1,64 +1,40 @@
-"""PPOConfig: every setting of a PPO run, as one frozen pytree.
+"""PPOConfig: every setting of a PPO run, as one frozen pytree, and its validation.
 
 Fields that set a shape or a Python branch are static (``pytree_node=False``):
 changing them compiles a new program. Every numeric hyperparameter a sweep may
 vary is a float32 leaf: ``jax.vmap(train)(stacked_cfgs, keys)`` trains many
-settings in one program, and two values of a leaf share one compilation.
+settings in one program, and two values of a leaf share one compilation. Which
+fields are which is read off the dataclass (``ppo_jax.config_fields``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Literal
 
-import numpy as np
 from flax import struct
+
+from ppo_jax.config_fields import (
+    ConfigBase,
+    check_choice,
+    check_leaf_shapes,
+    check_positive_ints,
+    check_range,
+    leaf,
+    static,
+)
+from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.schedules import SCHEDULES, Schedule
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
 Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
-Schedule = Literal["constant", "linear"]
+ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 OBJECTIVES = ("clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip")
-SCHEDULES = ("constant", "linear")
-
-# Names of the traced float32 leaves, in declaration order.
-TRACED_FIELDS = (
-    "lr",
-    "clip_eps",
-    "vf_clip_eps",
-    "ent_coef",
-    "vf_coef",
-    "gamma",
-    "gae_lambda",
-    "max_grad_norm",
-    "adam_eps",
-    "obs_clip",
-    "reward_clip",
-    "kl_beta",
-    "kl_target",
-    "dual_clip_c",
-    "target_kl",
-    "clip_kl_target",
-)
-
-
-def cast_leaves(cfg, names) -> None:
-    """In ``__post_init__``: Python numbers in fields ``names`` become float32 leaves (weakly typed floats would retrace)."""
-    for name in names:
-        value = getattr(cfg, name)
-        if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-            object.__setattr__(cfg, name, np.float32(value))
-
-
-def leaf(default: float):
-    return struct.field(pytree_node=True, default=default)
-
-
-def static(default):
-    return struct.field(pytree_node=False, default=default)
+CLIPPED_OBJECTIVES = ("clip", "clip_no_min", "dual_clip")
+KL_OBJECTIVES = ("kl_fixed", "kl_adaptive")
 
 
 @struct.dataclass
-class PPOConfig:
+class PPOConfig(ConfigBase):
     """Configuration of one PPO training run (defaults: CleanRL's ppo.py / Huang et al. 2022)."""
 
     # ----- static: changing one compiles a new program -----
@@ -80,8 +56,8 @@ class PPOConfig:
     """Hidden-layer activation."""
     shared_torso: bool = static(False)
     """Actor and critic share their hidden layers (default: two separate MLPs)."""
-    anneal_lr: bool = static(True)
-    """Decay the learning rate linearly to 0 over the run."""
+    lr_schedule: Schedule = static("linear")
+    """Schedule of the learning rate over the run: linear decay to 0 (CleanRL's anneal_lr), or constant."""
     norm_adv: bool = static(True)
     """Normalize advantages to zero mean, unit std in each minibatch."""
     clip_vloss: bool = static(True)
@@ -100,12 +76,10 @@ class PPOConfig:
     """Adapt clip_eps after each update to keep the KL near clip_kl_target (x/÷ 1.5, within [0.01, 0.5])."""
     early_stop_kl: bool = static(False)
     """Skip the rest of an update's minibatch steps once a minibatch's approx KL exceeds target_kl."""
-    progress: bool = static(False)
-    """Report progress to the host (env steps, return, steps/s) about 100 times per run."""
 
     # ----- traced float32 leaves: vmappable, no recompilation -----
     lr: float = leaf(2.5e-4)
-    """Adam learning rate (initial value when anneal_lr)."""
+    """Adam learning rate (its initial value under lr_schedule linear)."""
     clip_eps: float = leaf(0.2)
     """Clip range epsilon of the surrogate objective: r is clipped to [1-eps, 1+eps]."""
     vf_clip_eps: float = leaf(0.2)
@@ -137,10 +111,10 @@ class PPOConfig:
     clip_kl_target: float = leaf(0.01)
     """KL target of adaptive_clip."""
 
-    def __post_init__(self):
-        cast_leaves(self, TRACED_FIELDS)
-        if isinstance(self.hidden_sizes, list):
-            object.__setattr__(self, "hidden_sizes", tuple(self.hidden_sizes))
+    LEGACY_FIELDS = {  # older run and sweep directories
+        "progress": lambda value: {},  # a display switch, now the on_update callback
+        "anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"},
+    }
 
     # ----- derived sizes -----
     @property
@@ -157,31 +131,84 @@ class PPOConfig:
         """Number of rollout+update iterations: total_timesteps // batch_size."""
         return self.total_timesteps // self.batch_size
 
-    def to_dict(self) -> dict:
-        """Plain-Python view (floats, lists) for JSON; stacked leaves become lists."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in TRACED_FIELDS:
-                array = np.asarray(value)
-                value = float(array) if array.ndim == 0 else array.tolist()
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "PPOConfig":
-        """Inverse of ``to_dict``; unknown keys raise a ConfigError naming close matches."""
-        from ppo_jax.validation import check_field_names
-
-        check_field_names(values)
-        return cls(**values)
-
-
-def field_names() -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(PPOConfig))
+    def inert_fields(self) -> dict[str, str]:
+        """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
+        inert = {}
+        if not self.clip_vloss:
+            inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
+        if not self.normalize_obs:
+            inert["obs_clip"] = "observation normalization is off (normalize_obs: false)"
+        if not self.normalize_reward:
+            inert["reward_clip"] = "reward scaling is off (normalize_reward: false)"
+        if self.objective not in KL_OBJECTIVES:
+            inert["kl_beta"] = f"objective {self.objective} has no KL penalty (use kl_fixed or kl_adaptive)"
+        if self.objective != "kl_adaptive":
+            inert["kl_target"] = f"only objective kl_adaptive adapts beta to kl_target, not {self.objective}"
+        if self.objective != "dual_clip":
+            inert["dual_clip_c"] = f"only objective dual_clip uses dual_clip_c, not {self.objective}"
+        if self.objective not in CLIPPED_OBJECTIVES:
+            inert["clip_eps"] = f"objective {self.objective} does not clip the ratio (only the clip_fraction metric reads it)"
+        if not self.early_stop_kl:
+            inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
+        if not self.adaptive_clip:
+            inert["clip_kl_target"] = "adaptive clipping is off (adaptive_clip: false)"
+        return inert
 
 
-def static_field_names() -> tuple[str, ...]:
-    return tuple(f for f in field_names() if f not in TRACED_FIELDS)
+def known_env_names() -> list[str]:
+    from ppo_jax.envs import known_env_names as names  # gymnax: imported on first use (see ppo_jax.task)
+
+    return names()
+
+
+def validate(cfg: PPOConfig) -> PPOConfig:
+    """Check every field; return cfg unchanged or raise ConfigError.
+
+    Static fields are always checked. Traced leaves are checked where they are
+    concrete (under jit they are tracers, and the caller validated them before).
+    """
+    if not isinstance(cfg.env, str) or cfg.env not in known_env_names():
+        raise ConfigError(
+            f"unknown environment {cfg.env!r}.{close_matches(str(cfg.env), known_env_names())} "
+            "Run `ppo-jax envs` to list all environment ids."
+        )
+    check_positive_ints(cfg, ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"))
+    if cfg.batch_size % cfg.num_minibatches:
+        divisors = [d for d in range(1, min(cfg.batch_size, 64) + 1) if cfg.batch_size % d == 0]
+        raise ConfigError(
+            f"the batch (num_envs*num_steps = {cfg.num_envs}*{cfg.num_steps} = {cfg.batch_size}) "
+            f"does not split into num_minibatches={cfg.num_minibatches} equal minibatches. "
+            f"Choose num_minibatches among {divisors} or change num_envs/num_steps."
+        )
+    if cfg.total_timesteps < cfg.batch_size:
+        raise ConfigError(
+            f"total_timesteps={cfg.total_timesteps} is smaller than one batch "
+            f"(num_envs*num_steps = {cfg.batch_size}); raise total_timesteps or shrink the batch."
+        )
+    if not isinstance(cfg.hidden_sizes, tuple) or not cfg.hidden_sizes or any(
+        not isinstance(h, int) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes
+    ):
+        raise ConfigError(f"hidden_sizes must be one or more positive integers, got {cfg.hidden_sizes!r}.")
+    check_choice("activation", cfg.activation, ACTIVATIONS)
+    check_choice("objective", cfg.objective, OBJECTIVES)
+    for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
+        check_choice(name, getattr(cfg, name), SCHEDULES)
+
+    check_range("lr", cfg.lr, low=0, low_open=True, hint=" A typical value is 2.5e-4.")
+    check_range("clip_eps", cfg.clip_eps, low=0, low_open=True, hint=" A typical value is 0.2.")
+    check_range("vf_clip_eps", cfg.vf_clip_eps, low=0, low_open=True, hint=" Use --no-clip-vloss to turn value clipping off.")
+    check_range("ent_coef", cfg.ent_coef, low=0)
+    check_range("vf_coef", cfg.vf_coef, low=0)
+    check_range("gamma", cfg.gamma, low=0, high=1)
+    check_range("gae_lambda", cfg.gae_lambda, low=0, high=1)
+    check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
+    check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
+    check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
+    check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
+    check_range("kl_beta", cfg.kl_beta, low=0)
+    check_range("kl_target", cfg.kl_target, low=0, low_open=True)
+    check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")
+    check_range("target_kl", cfg.target_kl, low=0, low_open=True)
+    check_range("clip_kl_target", cfg.clip_kl_target, low=0, low_open=True)
+    check_leaf_shapes(cfg)
+    return cfg

@@ -15,15 +15,18 @@ Returns are the undiscounted sums of raw environment rewards.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ppo_jax import distributions
 from ppo_jax.config import PPOConfig
 from ppo_jax.envs import EnvSpec, make_env
+from ppo_jax.networks import make_network
 from ppo_jax.normalization import RunningMeanStd
 from ppo_jax.rollout import flatten_obs, observe
 
@@ -44,12 +47,18 @@ def max_episode_steps(spec: EnvSpec) -> int:
     return int(spec.params.max_steps_in_episode)
 
 
-def play_episodes(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int, deterministic: bool):
-    """One episode in each of ``num_episodes`` envs; returns (returns, lengths), each ``float32[num_episodes]``."""
-    from ppo_jax.train import make_network
+def play_episodes(spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes: int) -> tuple[jax.Array, jax.Array]:
+    """One episode in each of ``num_episodes`` fresh envs, to termination or the time limit; jittable.
 
-    spec = make_env(cfg.env)
-    apply_fn = make_network(cfg).apply
+    Args:
+      spec: the environment (``ppo_jax.envs.make_env``).
+      policy: ``policy(obs [num_episodes, obs_dim], key) -> actions`` (int32 ``[num_episodes]``, or
+        float ``[num_episodes, A]``, clipped here to the action bounds).
+      key: reset keys and the policy's and the env's randomness.
+
+    Returns:
+      ``(returns, lengths)``, each ``float32[num_episodes]``: undiscounted sums of raw rewards, and steps.
+    """
     reset_key, run_key = jax.random.split(key)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, num_episodes), spec.params)
     step_envs = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
@@ -63,8 +72,7 @@ def play_episodes(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Ar
     def body(carry):
         t, env_state, obs, key, alive, returns, lengths = carry
         key, act_key, env_key = jax.random.split(key, 3)
-        dist, _ = apply_fn(params, observe(cfg, obs_stats, flatten_obs(obs, num_episodes)))
-        action = distributions.mode(dist) if deterministic else distributions.sample(act_key, dist)
+        action = policy(flatten_obs(obs, num_episodes), act_key)
         if not spec.discrete:
             action = jnp.clip(action, spec.action_low, spec.action_high)
         obs, env_state, reward, terminated, truncated, _ = step_envs(
@@ -80,10 +88,44 @@ def play_episodes(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Ar
     return returns, lengths
 
 
+def random_policy(spec: EnvSpec) -> Callable:
+    """Uniform random actions: categorical over the actions, or uniform in the action box."""
+
+    def policy(obs, key):
+        if spec.discrete:
+            return jax.random.randint(key, (obs.shape[0],), 0, spec.action_dim)
+        return jax.random.uniform(key, (obs.shape[0], spec.action_dim), minval=spec.action_low, maxval=spec.action_high)
+
+    return policy
+
+
+def trained_policy(cfg: PPOConfig, params, obs_stats: RunningMeanStd, *, deterministic: bool) -> Callable:
+    """The policy of trained ``params``, observation normalization frozen at ``obs_stats``: mode or sample."""
+    apply_fn = make_network(cfg).apply
+
+    def policy(obs, key):
+        dist, _ = apply_fn(params, observe(cfg, obs_stats, obs))
+        return distributions.mode(dist) if deterministic else distributions.sample(key, dist)
+
+    return policy
+
+
+def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.ndarray:
+    """Returns of ``num_episodes`` episodes of ``random_policy`` on ``env`` (compiled; ``float64[num_episodes]``)."""
+    spec = make_env(env)
+    returns, _ = jax.jit(lambda k: play_episodes(spec, random_policy(spec), k, num_episodes))(key)
+    return np.asarray(returns, np.float64)
+
+
 def evaluate(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int = EVAL_EPISODES) -> Evaluation:
     """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
-    stochastic, stochastic_length = play_episodes(cfg, params, obs_stats, key, num_episodes, deterministic=False)
-    deterministic, deterministic_length = play_episodes(cfg, params, obs_stats, key, num_episodes, deterministic=True)
+    spec = make_env(cfg.env)
+
+    def play(deterministic: bool):
+        return play_episodes(spec, trained_policy(cfg, params, obs_stats, deterministic=deterministic), key, num_episodes)
+
+    stochastic, stochastic_length = play(False)
+    deterministic, deterministic_length = play(True)
     return Evaluation(stochastic, deterministic, stochastic_length, deterministic_length)
 
 

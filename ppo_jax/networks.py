@@ -97,3 +97,17 @@ class ActorCritic(nn.Module):
         value = nn.Dense(1, kernel_init=orthogonal(1.0), name="value_head")(critic_h)[..., 0]
         log_std = None if self.discrete else self.param("log_std", nn.initializers.zeros, (self.action_dim,))
         return PolicyDist(loc, log_std), value
+
+
+def make_network(cfg) -> ActorCritic:
+    """The ActorCritic of a PPOConfig: its env's action space, cfg's widths, activation and torso."""
+    from ppo_jax.envs import make_env  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task)
+
+    spec = make_env(cfg.env)
+    return ActorCritic(
+        action_dim=spec.action_dim,
+        discrete=spec.discrete,
+        hidden_sizes=tuple(cfg.hidden_sizes),
+        activation=cfg.activation,
+        shared_torso=cfg.shared_torso,
+    )

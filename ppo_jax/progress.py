@@ -1,82 +1,79 @@
-"""Progress reported from inside the jitted run through ``jax.debug.callback``.
+"""Progress of a training program on the host: the ``on_update`` callback of ``Task.train``.
 
-The callback fires about 100 times per run (never per step), so it costs
-nothing measurable. Under ``vmap`` it runs once per seed/setting; the host side
-merges those calls into one bar. (``io_callback`` would be the natural choice,
-but JAX 0.10 rejects an IO effect inside a ``cond`` under ``vmap``.)
+    reporter = ProgressReporter(num_updates, steps_per_update, num_runs=8, score="episode_return")
+    with reporter:
+        jax.jit(jax.vmap(lambda c, k: train(c, k, on_update=reporter), in_axes=(None, 0)))(cfg, keys)
+
+The program calls the reporter once per update of every run (``jax.debug.callback``;
+under ``vmap``, once per run, in any order); the reporter merges the calls of an
+update and shows it once every run has reported it. On a terminal that is a
+tqdm bar redrawn in place; when stdout is not a terminal (CI, SLURM logs,
+``| tee``) it prints one plain line every ``every_percent`` percent of the
+updates instead, so a log holds about ten lines, not hundreds of redraws.
+Toggling progress never recompiles anything but the program that holds the
+callback: ``on_update=None`` puts none in the program.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 
 import numpy as np
-from jax import lax
-import jax
 
 
-class ProgressBar:
-    """A tqdm bar over updates showing env steps, mean episodic return and env steps/s (all runs together)."""
+class ProgressReporter:
+    """``on_update(update_idx, metrics)`` for ``num_runs`` runs of ``num_updates`` updates each."""
 
-    def __init__(self, num_updates: int, batch_size: int, num_runs: int = 1, *, disable: bool = False):
-        from tqdm.auto import tqdm
-
-        self.num_updates, self.batch_size, self.num_runs = num_updates, batch_size, num_runs
-        self.bar = tqdm(total=num_updates, unit="upd", disable=disable, dynamic_ncols=True)
+    def __init__(self, num_updates: int, steps_per_update: int, num_runs: int = 1, *, score: str,
+                 stream=None, every_percent: float = 10.0, unit: str = "env steps"):  # fmt: skip
+        self.num_updates, self.steps_per_update, self.num_runs = num_updates, steps_per_update, num_runs
+        self.score, self.unit = score, unit
+        self.stream = stream if stream is not None else sys.stdout
+        self.every = max(1, round(num_updates * every_percent / 100))
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.bar = None
         self.start = time.perf_counter()
-        self._update, self._returns, self._lock = -1, [], threading.Lock()
+        self._pending: dict[int, list[float]] = {}
+        self._lock = threading.Lock()
 
-    def __call__(self, update_idx, episode_return) -> None:
+    def __call__(self, update_idx, metrics) -> None:
         update_idx = int(update_idx)
         with self._lock:
-            if update_idx != self._update:
-                self._update, self._returns = update_idx, []
-            self._returns.append(float(episode_return))
-            if len(self._returns) < self.num_runs:
-                return  # redraw once every run has reported this update
-            done = update_idx + 1
-            steps = done * self.batch_size
-            elapsed = max(time.perf_counter() - self.start, 1e-9)
-            returns = np.asarray(self._returns)
-            mean_return = float(np.nanmean(returns)) if np.isfinite(returns).any() else float("nan")
-            self.bar.n = done
-            self.bar.set_postfix_str(
-                f"steps {steps:,}/run  return {mean_return:8.2f}  {steps * self.num_runs / elapsed:,.0f} steps/s",
-                refresh=False,
-            )
-            self.bar.refresh()
+            scores = self._pending.setdefault(update_idx, [])
+            scores.append(float(np.asarray(metrics[self.score])))
+            if len(scores) < self.num_runs:
+                return
+            del self._pending[update_idx]
+            self._show(update_idx, np.asarray(scores))
 
-    def close(self):
-        self.bar.close()
+    def _show(self, update_idx: int, scores: np.ndarray) -> None:
+        done = update_idx + 1
+        steps = done * self.steps_per_update
+        rate = steps * self.num_runs / max(time.perf_counter() - self.start, 1e-9)
+        mean = float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
+        text = f"{steps:,} {self.unit}/run  {self.score} {mean:.3g}  {rate:,.0f} {self.unit}/s"
+        if self.interactive:
+            if self.bar is None:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=self.num_updates, unit="upd", file=self.stream, dynamic_ncols=True)
+            self.bar.n = max(self.bar.n, done)
+            self.bar.set_postfix_str(text, refresh=False)
+            self.bar.refresh()
+        elif done % self.every == 0 or done == self.num_updates:
+            print(f"update {done}/{self.num_updates} ({100 * done / self.num_updates:.0f}%): {text}",
+                  file=self.stream, flush=True)  # fmt: skip
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
     def __enter__(self):
-        global _ACTIVE
-        _ACTIVE = self
+        self.start = time.perf_counter()
         return self
 
     def __exit__(self, *exc):
-        global _ACTIVE
-        _ACTIVE = None
         self.close()
-
-
-_ACTIVE: ProgressBar | None = None
-
-
-def _host_report(update_idx, episode_return, num_updates, batch_size):
-    global _ACTIVE
-    if _ACTIVE is None:
-        _ACTIVE = ProgressBar(num_updates, batch_size)
-    _ACTIVE(update_idx, episode_return)
-
-
-def report(update_idx, episode_return, *, num_updates: int, batch_size: int) -> None:
-    """Inside jit: send (update index, mean episodic return) to the host every ~1% of updates."""
-    every = max(1, num_updates // 100)
-    due = ((update_idx + 1) % every == 0) | (update_idx == num_updates - 1)
-
-    def send(update_idx, episode_return):
-        jax.debug.callback(lambda u, r: _host_report(u, r, num_updates, batch_size), update_idx, episode_return)
-
-    lax.cond(due, send, lambda *_: None, update_idx, episode_return)

@@ -1,50 +1,40 @@
-"""``train(cfg, key)``: a whole PPO run as one pure, jittable, vmappable function.
+"""``train(cfg, key)``: a whole PPO run as one pure, jittable, vmappable function; the engine of ``ppo_task.PPO``.
 
     jax.jit(train)(cfg, key)                              # one run
     jax.vmap(train, in_axes=(None, 0))(cfg, keys)         # many seeds, one program
     jax.vmap(train)(stacked_cfgs, keys)                   # many settings, one program
+    train(cfg, key, on_update=lambda u, m: print(u, m["episode_return"]))   # host callback per update
+
+Besides ``train`` this module is the engine of the PPO ``Task`` (``ppo_jax.task``):
+``check``, ``prepare_shared``, ``evaluate`` and ``params_tree``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
+
 
 import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
 from jax import lax
 
-from ppo_jax import progress
-from ppo_jax.adaptation import adapt, init_coefficients, scheduled
-from ppo_jax.config import PPOConfig
+from ppo_jax.adaptation import adapt, init_coefficients
+from ppo_jax.config import PPOConfig, validate
 from ppo_jax.envs import make_env
+from ppo_jax.errors import ConfigError
+from ppo_jax.evaluate import EVAL_EPISODES, evaluation_key
+from ppo_jax.evaluate import evaluate as evaluate_params
 from ppo_jax.gae import compute_gae
-from ppo_jax.losses import LossCoefficients, Minibatch
-from ppo_jax.networks import ActorCritic
+from ppo_jax.networks import make_network
 from ppo_jax.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
+from ppo_jax.optimizer import create_train_state, set_hyperparams
+from ppo_jax.ppo_loss import LossCoefficients, Minibatch
+from ppo_jax.ppo_task import EVAL_NAMES
 from ppo_jax.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
-from ppo_jax.update import make_optimizer, set_hyperparams, update
-from ppo_jax.validation import validate
-
-METRIC_NAMES = (
-    "episode_return",
-    "episode_length",
-    "episodes",
-    "policy_loss",
-    "value_loss",
-    "entropy",
-    "approx_kl",
-    "clip_fraction",
-    "explained_variance",
-    "grad_norm",
-    "loss",
-    "kl",
-    "update_fraction",
-    "learning_rate",
-    "clip_eps",
-    "ent_coef",
-    "kl_beta",
-)
+from ppo_jax.schedules import scheduled
+from ppo_jax.update import update
 
 
 class TrainOutput(NamedTuple):
@@ -60,25 +50,13 @@ class TrainOutput(NamedTuple):
     metrics: dict[str, jax.Array]
 
 
-def make_network(cfg: PPOConfig) -> ActorCritic:
-    spec = make_env(cfg.env)
-    return ActorCritic(
-        action_dim=spec.action_dim,
-        discrete=spec.discrete,
-        hidden_sizes=tuple(cfg.hidden_sizes),
-        activation=cfg.activation,
-        shared_torso=cfg.shared_torso,
-    )
-
-
 def init_runner(cfg: PPOConfig, key: jax.Array) -> RunnerState:
     """Parameters, optimizer, envs and statistics at the start of a run."""
     spec = make_env(cfg.env)
     network = make_network(cfg)
     init_key, reset_key, run_key = jax.random.split(key, 3)
     params = network.init(init_key, jnp.zeros((spec.obs_dim,), jnp.float32))
-    train_state = TrainState.create(apply_fn=network.apply, params=params, tx=make_optimizer())
-    train_state = set_hyperparams(train_state, learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps)
+    train_state = create_train_state(network.apply, params, cfg)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(
         jax.random.split(reset_key, cfg.num_envs), spec.params
     )
@@ -107,7 +85,7 @@ def _nanmean(x: jax.Array) -> jax.Array:
 def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> tuple[RunnerState, dict]:
     """One iteration: rollout, GAE, epochs of minibatch updates. Returns scalar metrics."""
     spec = make_env(cfg.env)
-    learning_rate = cfg.lr * (1.0 - update_idx / cfg.num_updates) if cfg.anneal_lr else cfg.lr
+    learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
     runner = runner._replace(train_state=set_hyperparams(runner.train_state, learning_rate=learning_rate))
     runner, traj = rollout(runner, cfg, spec)
 
@@ -135,28 +113,69 @@ def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> t
         "learning_rate": jnp.asarray(learning_rate, jnp.float32),
         **{name: jnp.asarray(value, jnp.float32) for name, value in coefs._asdict().items()},
     }
-    if cfg.progress:
-        progress.report(
-            update_idx, metrics["episode_return"], num_updates=cfg.num_updates, batch_size=cfg.batch_size
-        )
     next_coefs = adapt(runner.coefs, loss_metrics["kl"], cfg)
     return runner._replace(train_state=train_state, coefs=next_coefs, key=key), metrics
 
 
-def train(cfg: PPOConfig, key: jax.Array) -> TrainOutput:
+def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | None = None) -> TrainOutput:
     """Train PPO for ``cfg.total_timesteps`` env steps (rounded down to whole updates).
 
     Args:
       cfg: the configuration; its float leaves may be traced (and vmapped).
       key: a PRNG key.
+      shared: unused (PPO runs share nothing; the ``Task`` interface passes None).
+      on_update: ``on_update(update_idx, metrics)`` called on the host after every
+        update of every run (``jax.debug.callback``; under ``vmap`` once per run),
+        ``metrics`` a dict of numpy scalars; None puts no callback in the program.
 
     Returns:
       ``TrainOutput(train_state, obs_stats, metrics)`` with ``metrics[name]`` of
-      shape ``[num_updates]``; see ``METRIC_NAMES``.
+      shape ``[num_updates]``; see ``ppo_jax.ppo_task.METRIC_NAMES``.
     """
     validate(cfg)
     runner = init_runner(cfg, key)
-    runner, metrics = lax.scan(
-        lambda r, u: update_step(r, u, cfg), runner, jnp.arange(cfg.num_updates, dtype=jnp.int32)
-    )
+
+    def step(runner, update_idx):
+        runner, metrics = update_step(runner, update_idx, cfg)
+        if on_update is not None:
+            jax.debug.callback(on_update, update_idx, metrics)
+        return runner, metrics
+
+    runner, metrics = lax.scan(step, runner, jnp.arange(cfg.num_updates, dtype=jnp.int32))
     return TrainOutput(runner.train_state, runner.obs_stats, metrics)
+
+
+# ----------------------------------------------------------------------------- the Task engine
+
+
+def check(cfg: PPOConfig) -> PPOConfig:
+    """``validate(cfg)``, and the environment built (an unsupported action space is a ConfigError)."""
+    validate(cfg)
+    try:
+        make_env(cfg.env)
+    except NotImplementedError as error:  # e.g. an action space the networks do not support
+        raise ConfigError(f"environment {cfg.env}: {error}") from None
+    return cfg
+
+
+def prepare_shared(cfg: PPOConfig, key: jax.Array) -> None:
+    """PPO runs share nothing between settings."""
+    return None
+
+
+def evaluate(cfg: PPOConfig, output: TrainOutput, key: jax.Array) -> dict[str, jax.Array]:
+    """Mean return of the final parameters over ``EVAL_EPISODES`` fresh episodes, per policy (``EVAL_NAMES``).
+
+    ``key`` is the run's key; the episodes use ``evaluation_key(key)``, independent of training.
+    """
+    returns = evaluate_params(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), EVAL_EPISODES)
+    return {EVAL_NAMES[0]: returns.stochastic.mean(), EVAL_NAMES[1]: returns.deterministic.mean()}
+
+
+def params_tree(output: TrainOutput, shared=None) -> dict:
+    """What params.msgpack holds: network variables and observation statistics (plain nested dicts)."""
+    stats = output.obs_stats
+    return {
+        "params": output.train_state.params,
+        "obs_stats": {"mean": stats.mean, "var": stats.var, "count": stats.count},
+    }

@@ -3,7 +3,7 @@
 Normalization as in Schulman et al. (2017), sec. 6.1: per environment, a random
 policy scores 0 and the best setting scores 1; scores are then averaged over
 environments. A run's score is its final return (mean episodic return over the
-last 5% of updates, ``ppo_jax.stats.final_return``), averaged over seeds. The
+last 5% of updates, ``ppo_jax.final_values.final_return``), averaged over seeds. The
 random policy draws actions uniformly within the action bounds (measured here,
 ``--random-episodes`` episodes per env).
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.envs import make_env
-from ppo_jax.stats import bootstrap_ci, final_return
+from ppo_jax.final_values import bootstrap_ci, final_return
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
 PAPER_TABLE_1 = {

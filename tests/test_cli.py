@@ -23,7 +23,7 @@ import pytest
 from ppo_jax.config import PPOConfig, field_names
 from ppo_jax.normalization import RunningMeanStd
 from ppo_jax.run_dir import load_config, load_params, prepare_out_dir, write_run_dir
-from ppo_jax.stats import bootstrap_ci, final_return
+from ppo_jax.final_values import bootstrap_ci, final_return
 from ppo_jax.train import METRIC_NAMES
 from ppo_jax.validation import ConfigError
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig, train
-from ppo_jax.stats import final_return
+from ppo_jax.final_values import final_return
 
 pytestmark = pytest.mark.slow
 

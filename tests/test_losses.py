@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax.losses import clipped_surrogate_loss, explained_variance, value_loss
+from ppo_jax.ppo_loss import clipped_surrogate_loss, explained_variance, value_loss
 
 
 def surrogate_reference(log_prob, old_log_prob, advantage, eps):

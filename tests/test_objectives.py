@@ -10,7 +10,7 @@ import pytest
 from ppo_jax import PPOConfig, train
 from ppo_jax.adaptation import adapt_clip_eps, adapt_kl_beta, scheduled
 from ppo_jax.distributions import PolicyDist, kl_divergence
-from ppo_jax.objectives import policy_loss
+from ppo_jax.policy_objectives import policy_loss
 
 EPS, BETA, C = 0.2, 0.7, 3.0
 

@@ -14,7 +14,7 @@ import pytest
 
 from ppo_jax.config import PPOConfig
 from ppo_jax.report import ReportError, make_report
-from ppo_jax.report import statistics
+from ppo_jax.report import intervals
 from ppo_jax.report.scores import REFERENCE_SCORES
 from ppo_jax.sweep_dir import spec_record
 from ppo_jax.sweep_spec import load_spec
@@ -163,9 +163,9 @@ def test_sweep_directory_gives_the_same_statistics(inputs, report, tmp_path):
 
 def test_bootstrap_is_reproducible_and_seeded():
     scores = {"a": np.random.default_rng(0).normal(size=(6, 2)), "b": np.random.default_rng(1).normal(size=(6, 2))}
-    first = statistics.aggregates(scores, reps=150, seed=3)
-    pd.testing.assert_frame_equal(first, statistics.aggregates(scores, reps=150, seed=3))
-    assert not first.equals(statistics.aggregates(scores, reps=150, seed=4))
+    first = intervals.aggregates(scores, reps=150, seed=3)
+    pd.testing.assert_frame_equal(first, intervals.aggregates(scores, reps=150, seed=3))
+    assert not first.equals(intervals.aggregates(scores, reps=150, seed=4))
 
 
 def test_fast_aggregates_equal_rliable():
@@ -175,10 +175,10 @@ def test_fast_aggregates_equal_rliable():
     rng = np.random.default_rng(0)
     for n in (3, 4, 5, 8, 10):
         x, y = rng.normal(size=(n, 3)).round(1), rng.normal(size=(n + 2, 3)).round(1)
-        assert statistics.probability_of_improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y), abs=1e-12)
-        assert statistics.trimmed_mean(x.reshape(-1)) == pytest.approx(metrics.aggregate_iqm(x), abs=1e-12)
+        assert intervals.probability_of_improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y), abs=1e-12)
+        assert intervals.trimmed_mean(x.reshape(-1)) == pytest.approx(metrics.aggregate_iqm(x), abs=1e-12)
         taus = np.linspace(-1, 1, 7)
-        np.testing.assert_allclose(statistics.score_distribution(x, taus), rly.score_distributions(x, taus))
+        np.testing.assert_allclose(intervals.score_distribution(x, taus), rly.score_distributions(x, taus))
 
 
 # ----------------------------------------------------------------------------- bad input

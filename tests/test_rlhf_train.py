@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax.rlhf import task
+from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.rlhf.reward_model import learned_score, pairwise_accuracy, preference_pairs, programmatic_score
 from ppo_jax.rlhf.sft import demonstration_nll
@@ -33,8 +33,8 @@ def held_out(pretrained):
 
     @partial(jax.jit, compiler_options=FAST)
     def evaluate(pre):
-        prompt = task.sample_prompts(jax.random.key(7), 256, TINY.prompt_len, TINY.vocab_size)
-        demos = task.demonstrate(jax.random.key(8), prompt, TINY.max_response_len, TINY.vocab_size, TINY.demo_noise)
+        prompt = copy_task.sample_prompts(jax.random.key(7), 256, TINY.prompt_len, TINY.vocab_size)
+        demos = copy_task.demonstrate(jax.random.key(8), prompt, TINY.max_response_len, TINY.vocab_size, TINY.demo_noise)
         pairs = preference_pairs(jax.random.key(9), TINY, 512)
         pred_a = learned_score(models.scalar, pre.reward_model, pairs.prompt, pairs.response_a)
         pred_b = learned_score(models.scalar, pre.reward_model, pairs.prompt, pairs.response_b)

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.report import figures, statistics, tables
+from ppo_jax.report import figures, intervals, tables
 from ppo_jax.report.index import write_index
 from ppo_jax.report.scores import final_returns, load_reference_scores, normalize, normalizers
 from ppo_jax.report.sources import ReportError, Runs, load_sources
@@ -80,7 +80,7 @@ def _curves(runs: Runs, metric: str, reps: int, seed: int) -> dict:
         table = rows.pivot_table(index="seed", columns="env_steps", values=metric, dropna=False)
         steps = table.columns.to_numpy()
         keep = np.unique(np.linspace(0, len(steps) - 1, min(MAX_CURVE_POINTS, len(steps))).round().astype(int))
-        iqm, ci = statistics.curve(table.to_numpy(float)[:, keep], reps, seed)
+        iqm, ci = intervals.curve(table.to_numpy(float)[:, keep], reps, seed)
         out[(env, setting)] = (steps[keep], iqm, ci)
     return out
 
@@ -95,8 +95,8 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     finals["score"] = normalize(finals, norms)
     finals.to_csv(out / "final_returns.csv", index=False)
 
-    raw = statistics.per_env(finals, "final_return", reps, seed)
-    scored = statistics.per_env(finals, "score", reps, seed)
+    raw = intervals.per_env(finals, "final_return", reps, seed)
+    scored = intervals.per_env(finals, "score", reps, seed)
     per_env = raw.merge(scored, on=["env", "setting", "runs"], suffixes=("", "_score"))
     per_env.to_csv(out / "per_env.csv", index=False)
     files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
@@ -107,14 +107,14 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     files["tables"] += ["final_return.md", "final_return.tex"]
 
     complete = [s for s in settings if set(finals.loc[finals["setting"] == s, "env"]) == set(envs)]
-    matrices = {s: statistics.score_matrix(finals, "score", s, envs) for s in complete}
+    matrices = {s: intervals.score_matrix(finals, "score", s, envs) for s in complete}
     result = {"envs": envs, "settings": settings, "normalizers": norms, "finals": finals, "per_env": per_env, "files": files}
     if matrices and all(np.isfinite(m).all() for m in matrices.values()):
-        agg = statistics.aggregates(matrices, reps, seed)
+        agg = intervals.aggregates(matrices, reps, seed)
         agg.to_csv(out / "aggregates.csv", index=False)
         wide = agg.rename(columns={"value": "iqm", "metric": "env"})  # tables put metrics in the columns
-        (out / "aggregates.md").write_text(tables.markdown(wide, complete, list(statistics.AGGREGATES), lower_is_better=("Optimality gap",)))
-        (out / "aggregates.tex").write_text(tables.latex(wide, complete, list(statistics.AGGREGATES),
+        (out / "aggregates.md").write_text(tables.markdown(wide, complete, list(intervals.AGGREGATES), lower_is_better=("Optimality gap",)))
+        (out / "aggregates.tex").write_text(tables.latex(wide, complete, list(intervals.AGGREGATES),
                                                          "Normalized score over all envs [95% CI]; optimality gap: lower is better.",
                                                          lower_is_better=("Optimality gap",)))  # fmt: skip
         files["data"].append("aggregates.csv")
@@ -125,14 +125,14 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             chosen = baseline or str(iqms.idxmax())
             if chosen not in matrices:
                 raise ReportError(f"--baseline {chosen!r} is not a setting run on every env; settings: {list(matrices)}.")
-            poi = statistics.improvement(matrices, chosen, reps, seed)
+            poi = intervals.improvement(matrices, chosen, reps, seed)
             poi.to_csv(out / "improvement.csv", index=False)
             files["data"].append("improvement.csv")
             files["figures"] += figures.improvement(poi, out, "improvement")
             result["improvement"] = poi
             result["baseline"] = chosen
-        files["figures"] += figures.interval_estimates(agg, complete, statistics.AGGREGATES, out, "aggregates")
-        files["figures"] += figures.profiles(statistics.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles")
+        files["figures"] += figures.interval_estimates(agg, complete, intervals.AGGREGATES, out, "aggregates")
+        files["figures"] += figures.profiles(intervals.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles")
 
     if "eval_return_stochastic" in finals:
         lines = ["| env | setting | stochastic policy | deterministic policy | training final return |", "|---|---|---:|---:|---:|"]

@@ -2,7 +2,7 @@
 
 * **Final return** of a run: its mean episodic return over the last ``last_percent``
   percent of its logged updates (at least one), from its own metrics table
-  (``ppo_jax.stats.final_return``); NaN updates (no episode ended yet) are skipped.
+  (``ppo_jax.final_values.final_return``); NaN updates (no episode ended yet) are skipped.
 * **Normalized score** (per environment): ``(R - random) / (best - random)``, so
   that a uniform random policy scores 0 and the reference best scores 1; scores
   above 1 beat the reference. ``random`` is measured by
@@ -26,7 +26,7 @@ import pandas as pd
 import yaml
 
 from ppo_jax.report.sources import ReportError, Runs
-from ppo_jax.stats import final_return
+from ppo_jax.final_values import final_return
 
 
 class Reference(NamedTuple):

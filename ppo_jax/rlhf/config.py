@@ -1,47 +1,33 @@
-"""RlhfConfig: every setting of a token-level PPO run on the sequence task, as one frozen pytree.
+"""RlhfConfig: every setting of a token-level PPO run on the copy task, as one frozen pytree, and its validation.
 
-As ``ppo_jax.config.PPOConfig``: fields that set a shape or a Python branch are
-static (changing one compiles a new program); every numeric hyperparameter is a
-float32 leaf, so ``jax.vmap(train)`` over stacked configs sweeps beta, clip_eps,
-ent_coef, lr, ... in one program, and two values of a leaf share one compilation.
+As ``ppo_jax.config.PPOConfig`` (both build on ``ppo_jax.config_fields.ConfigBase``):
+fields that set a shape or a Python branch are static (changing one compiles a new
+program); every numeric hyperparameter is a float32 leaf, so ``jax.vmap(train)``
+over stacked configs sweeps beta, clip_eps, ent_coef, lr, ... in one program.
+The pretraining fields (``PRETRAIN_FIELDS``) only shape the SFT model and the
+reward model, which a sweep shares between settings unless told otherwise.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Literal
 
-import numpy as np
 from flax import struct
 
-from ppo_jax.config import cast_leaves, leaf, static
-from ppo_jax.validation import ConfigError, check_choice, check_range, close_matches
+from ppo_jax.config_fields import ConfigBase, check_choice, check_leaf_shapes, check_positive_ints, check_range, leaf, static
+from ppo_jax.errors import ConfigError
+from ppo_jax.schedules import SCHEDULES, Schedule
 
 RewardModel = Literal["programmatic", "learned"]
 Advantage = Literal["gae", "broadcast"]
 REWARD_MODELS = ("programmatic", "learned")
 ADVANTAGES = ("gae", "broadcast")
-
-TRACED_FIELDS = (
-    "beta",
-    "lr",
-    "clip_eps",
-    "vf_clip_eps",
-    "ent_coef",
-    "vf_coef",
-    "gamma",
-    "gae_lambda",
-    "max_grad_norm",
-    "adam_eps",
-    "demo_noise",
-    "sft_lr",
-    "rm_lr",
-    "bt_temperature",
-)
+PRETRAIN_FIELDS = ("sft_steps", "rm_steps", "pretrain_batch", "demo_noise", "sft_lr", "rm_lr", "bt_temperature")
+"""Fields read only by pretraining (``ppo_jax.rlhf.train.pretrain``): SFT and the reward model."""
 
 
 @struct.dataclass
-class RlhfConfig:
+class RlhfConfig(ConfigBase):
     """Configuration of one RLHF run: SFT warm start, reward model, token-level PPO with a KL reward."""
 
     # ----- static: changing one compiles a new program -----
@@ -71,8 +57,8 @@ class RlhfConfig:
     """Normalize advantages over the response tokens of each minibatch."""
     clip_vloss: bool = static(True)
     """Clip the value update to vf_clip_eps around the old value."""
-    anneal_lr: bool = static(False)
-    """Decay the PPO learning rate linearly to 0."""
+    lr_schedule: Schedule = static("constant")
+    """Schedule of the PPO learning rate: constant, or linear decay to 0."""
     sft_steps: int = static(2000)
     """Adam steps of supervised fine-tuning on demonstrations (the warm start and the reference)."""
     rm_steps: int = static(2000)
@@ -110,44 +96,35 @@ class RlhfConfig:
     bt_temperature: float = leaf(0.1)
     """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
 
-    def __post_init__(self):
-        cast_leaves(self, TRACED_FIELDS)
+    LEGACY_FIELDS = {"anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"}}
 
     @property
     def minibatch_size(self) -> int:
         return self.num_prompts // self.num_minibatches
 
-    def to_dict(self) -> dict:
-        """Plain-Python view for JSON (floats rounded to their float32 value); stacked leaves become lists."""
-        out = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name in TRACED_FIELDS:
-                array = np.asarray(value, np.float32)
-                value = float(str(array)) if array.ndim == 0 else [float(str(v)) for v in array]
-            out[f.name] = value
-        return out
-
-    @classmethod
-    def from_dict(cls, values: dict) -> "RlhfConfig":
-        """Inverse of ``to_dict``; unknown keys raise a ConfigError naming close matches."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        for name in values:
-            if name not in known:
-                raise ConfigError(f"unknown rlhf config field {name!r}.{close_matches(name, known)}")
-        return cls(**values)
+    def inert_fields(self) -> dict[str, str]:
+        """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
+        inert = {}
+        if not self.clip_vloss:
+            inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
+        if self.reward_model == "programmatic":
+            reason = "the reward model is not trained (reward_model: programmatic)"
+            inert.update(rm_steps=reason, rm_lr=reason, bt_temperature=reason)
+        if self.sft_steps == 0:
+            inert.update(sft_lr="there is no SFT (sft_steps: 0)", demo_noise="there is no SFT (sft_steps: 0)")
+        if self.sft_steps == 0 and self.reward_model == "programmatic":
+            inert["pretrain_batch"] = "nothing is pretrained (sft_steps: 0, reward_model: programmatic)"
+        return inert
 
 
 def validate(cfg: RlhfConfig) -> RlhfConfig:
     """Check every field; return cfg unchanged or raise ConfigError (traced leaves are skipped)."""
-    for name in (
-        "vocab_size", "prompt_len", "max_response_len", "embed_dim", "hidden_dim", "num_prompts",
-        "num_minibatches", "update_epochs", "num_updates", "pretrain_batch", "sft_steps", "rm_steps",
-    ):  # fmt: skip
-        value, minimum = getattr(cfg, name), 0 if name in ("sft_steps", "rm_steps") else 1
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
-            kind = "a non-negative" if minimum == 0 else "a positive"
-            raise ConfigError(f"{name} must be {kind} integer, got {value!r}.")
+    check_positive_ints(
+        cfg,
+        ("vocab_size", "prompt_len", "max_response_len", "embed_dim", "hidden_dim", "num_prompts",
+         "num_minibatches", "update_epochs", "num_updates", "pretrain_batch", "sft_steps", "rm_steps"),
+        allow_zero=("sft_steps", "rm_steps"),
+    )  # fmt: skip
     if cfg.vocab_size < 3:
         raise ConfigError(f"vocab_size must be at least 3 (PAD, EOS and one content token), got {cfg.vocab_size}.")
     if cfg.max_response_len < cfg.prompt_len + 1:
@@ -163,6 +140,7 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
         )
     check_choice("reward_model", cfg.reward_model, REWARD_MODELS)
     check_choice("advantage", cfg.advantage, ADVANTAGES)
+    check_choice("lr_schedule", cfg.lr_schedule, SCHEDULES)
     check_range("beta", cfg.beta, low=0, hint=" beta=0 turns the KL penalty off.")
     for name in ("lr", "clip_eps", "vf_clip_eps", "adam_eps", "sft_lr", "rm_lr", "bt_temperature"):
         check_range(name, getattr(cfg, name), low=0, low_open=True)
@@ -171,7 +149,5 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
         check_range(name, getattr(cfg, name), low=0)
     for name in ("gamma", "gae_lambda", "demo_noise"):
         check_range(name, getattr(cfg, name), low=0, high=1)
-    shapes = {name: np.shape(getattr(cfg, name)) for name in TRACED_FIELDS}
-    if {len(s) for s in shapes.values()} - {0, 1} or len({s[0] for s in shapes.values() if s}) > 1:
-        raise ConfigError(f"config leaves must be scalars or 1-D stacks of one length, got shapes {shapes}.")
+    check_leaf_shapes(cfg)
     return cfg

@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax.networks import orthogonal
-from ppo_jax.rlhf.task import EOS, PAD
+from ppo_jax.rlhf.copy_task import EOS, PAD
 
 
 class SeqModel(nn.Module):

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from ppo_jax.rlhf import task
+from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.models import SeqModel, run, score_at
 from ppo_jax.rlhf.sft import fit
 
@@ -32,14 +32,14 @@ from ppo_jax.rlhf.sft import fit
 def programmatic_score(prompt: jax.Array, response: jax.Array) -> jax.Array:
     """Share of the ``P + 1`` positions of the intended response (prompt, EOS) that ``response`` matches; ``[B]`` in [0, 1]."""
     prompt_len = prompt.shape[-1]
-    target = task.target_response(prompt, response.shape[-1])
+    target = copy_task.target_response(prompt, response.shape[-1])
     return (response[..., : prompt_len + 1] == target[..., : prompt_len + 1]).mean(-1).astype(jnp.float32)
 
 
 def learned_score(model: SeqModel, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
     """The reward model's scalar at the response's last token (EOS, or the last one at the maximum length); ``[B]``."""
-    outputs = run(model, params, task.join(prompt, response))
-    return score_at(outputs, prompt.shape[-1] + task.response_length(response) - 1)
+    outputs = run(model, params, copy_task.join(prompt, response))
+    return score_at(outputs, prompt.shape[-1] + copy_task.response_length(response) - 1)
 
 
 class PreferencePairs(NamedTuple):
@@ -52,10 +52,10 @@ class PreferencePairs(NamedTuple):
 def preference_pairs(key: jax.Array, cfg, num: int) -> PreferencePairs:
     """``num`` synthetic comparisons labelled by a noisy Bradley-Terry labeller (see the module docstring)."""
     prompt_key, noise_key, a_key, b_key, label_key = jax.random.split(key, 5)
-    prompt = task.sample_prompts(prompt_key, num, cfg.prompt_len, cfg.vocab_size)
+    prompt = copy_task.sample_prompts(prompt_key, num, cfg.prompt_len, cfg.vocab_size)
     noise = jax.random.uniform(noise_key, (2, num, 1))
-    response_a = task.demonstrate(a_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[0])
-    response_b = task.demonstrate(b_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[1])
+    response_a = copy_task.demonstrate(a_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[0])
+    response_b = copy_task.demonstrate(b_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[1])
     margin = programmatic_score(prompt, response_a) - programmatic_score(prompt, response_b)
     a_preferred = jax.random.bernoulli(label_key, jax.nn.sigmoid(margin / cfg.bt_temperature))
     return PreferencePairs(prompt, response_a, response_b, a_preferred.astype(jnp.float32))

@@ -3,7 +3,7 @@
 Ouyang et al. (2022), sec. 3.5: the policy starts from a model fine-tuned on
 demonstrations, and a frozen copy of it is the reference of the KL penalty
 (Ziegler et al. 2019; Stiennon et al. 2020, sec. 3.4). Here the demonstrations
-are the noisy demonstrator's (``task.demonstrate``) and the loss is the mean
+are the noisy demonstrator's (``copy_task.demonstrate``) and the loss is the mean
 negative log-likelihood per response token (prompt and padding masked out).
 """
 
@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from ppo_jax.rlhf import task
+from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.models import SeqModel, response_outputs
 
 
@@ -32,8 +32,8 @@ def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
 
 def demonstration_nll(model: SeqModel, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
     """Mean NLL per response token (EOS included, padding excluded) of ``response [B, L]`` given ``prompt [B, P]``."""
-    logits = response_outputs(model, params, task.join(prompt, response), prompt.shape[-1])
-    return masked_mean(-token_log_probs(logits, response), task.response_mask(response))
+    logits = response_outputs(model, params, copy_task.join(prompt, response), prompt.shape[-1])
+    return masked_mean(-token_log_probs(logits, response), copy_task.response_mask(response))
 
 
 def fit(
@@ -67,8 +67,8 @@ def sft(cfg, model: SeqModel, params, key: jax.Array) -> tuple[object, jax.Array
 
     def loss_fn(p, step_key):
         prompt_key, demo_key = jax.random.split(step_key)
-        prompt = task.sample_prompts(prompt_key, cfg.pretrain_batch, cfg.prompt_len, cfg.vocab_size)
-        response = task.demonstrate(demo_key, prompt, cfg.max_response_len, cfg.vocab_size, cfg.demo_noise)
+        prompt = copy_task.sample_prompts(prompt_key, cfg.pretrain_batch, cfg.prompt_len, cfg.vocab_size)
+        response = copy_task.demonstrate(demo_key, prompt, cfg.max_response_len, cfg.vocab_size, cfg.demo_noise)
         return demonstration_nll(model, p, prompt, response)
 
     return fit(loss_fn, params, key, steps=cfg.sft_steps, lr=cfg.sft_lr)

@@ -1,83 +1,46 @@
-"""The toy sequence task: copy the prompt, then stop.
-
-Vocabulary: ``PAD = 0``, ``EOS = 1``, content tokens ``2 .. vocab_size - 1``. A
-prompt is ``prompt_len`` content tokens drawn uniformly; the policy writes a
-response of at most ``max_response_len`` tokens, one at a time, until it emits
-EOS. The intended response ("what the labellers want") is the prompt followed by
-EOS; the programmatic scorer (``reward_model.programmatic_score``) counts how
-many of those ``prompt_len + 1`` positions the response gets right.
-
-Demonstrations, for the supervised warm start and the preference pairs, come from
-a noisy demonstrator: each token of the intended response (continued with EOS) is
-replaced, with probability ``noise``, by a token drawn uniformly from EOS and the
-content tokens. An EOS ends the response; every later position is PAD.
-
-Shapes: prompts ``[..., P]``, responses ``[..., L]``, sequences ``[..., P + L]``
-(prompt then response), int32.
-"""
+"""Token-level RLHF on the copy task as a ``Task``: metric names, score, the shared pretraining, its engine."""
 
 from __future__ import annotations
 
-import jax
-import jax.numpy as jnp
+from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
+from ppo_jax.task import Task
 
-PAD = 0
-EOS = 1
-FIRST_CONTENT = 2
+METRIC_NAMES = (
+    "score",
+    "true_score",
+    "kl_ref",
+    "kl_ref_sample",
+    "response_length",
+    "eos_fraction",
+    "entropy",
+    "total_reward",
+    "policy_loss",
+    "value_loss",
+    "approx_kl",
+    "clip_fraction",
+    "explained_variance",
+    "grad_norm",
+    "loss",
+    "learning_rate",
+)
+"""Per-update metrics of ``ppo_jax.rlhf.train.train``, each the mean over the update's sequences (rollout) or its
+minibatch steps (loss terms): score (the reward model's, or the programmatic one), true_score (programmatic),
+kl_ref (sum over response tokens of the exact KL(pi || pi_ref) per state), kl_ref_sample (sum of log pi -
+log pi_ref at the sampled tokens: the quantity in the reward), response_length (tokens, EOS included),
+eos_fraction, entropy (per response token), total_reward (score - beta * kl_ref_sample), the PPO loss terms per
+response token, and the learning rate in effect."""
 
-
-def sample_prompts(key: jax.Array, num: int, prompt_len: int, vocab_size: int) -> jax.Array:
-    """``[num, prompt_len]`` content tokens, uniform over ``FIRST_CONTENT .. vocab_size - 1``."""
-    return jax.random.randint(key, (num, prompt_len), FIRST_CONTENT, vocab_size, dtype=jnp.int32)
-
-
-def target_response(prompt: jax.Array, max_response_len: int) -> jax.Array:
-    """The intended response ``[..., L]``: the prompt, EOS, then PAD."""
-    prompt_len = prompt.shape[-1]
-    pad = jnp.full(prompt.shape[:-1] + (max_response_len - prompt_len - 1,), PAD, jnp.int32)
-    eos = jnp.full(prompt.shape[:-1] + (1,), EOS, jnp.int32)
-    return jnp.concatenate([prompt.astype(jnp.int32), eos, pad], axis=-1)
-
-
-def end_at_eos(response: jax.Array) -> jax.Array:
-    """``response [..., L]`` with every token after the first EOS replaced by PAD."""
-    return jnp.where(response_mask(response), response, PAD)
-
-
-def response_mask(response: jax.Array) -> jax.Array:
-    """``[..., L]`` bool: True on the response's tokens, up to and including its first EOS.
-
-    A response without EOS (cut at the maximum length) is all True. Positions after
-    the first EOS are padding: False.
-    """
-    is_eos = (response == EOS).astype(jnp.int32)
-    eos_before = jnp.cumsum(is_eos, axis=-1) - is_eos  # EOS tokens strictly before position t
-    return eos_before == 0
-
-
-def response_length(response: jax.Array) -> jax.Array:
-    """``[...]`` int32: number of response tokens, EOS included."""
-    return response_mask(response).sum(-1).astype(jnp.int32)
-
-
-def demonstrate(
-    key: jax.Array, prompt: jax.Array, max_response_len: int, vocab_size: int, noise: jax.typing.ArrayLike
-) -> jax.Array:
-    """Noisy demonstrations ``[..., L]`` for ``prompt [..., P]`` (see the module docstring).
-
-    ``noise`` (scalar or broadcastable to ``[..., 1]``) is the probability that a
-    token of the intended response is replaced by one drawn uniformly from
-    ``EOS .. vocab_size - 1`` (which may draw the same token again).
-    """
-    prompt_len = prompt.shape[-1]
-    intended = target_response(prompt, max_response_len)
-    intended = jnp.where(jnp.arange(max_response_len) >= prompt_len, EOS, intended)  # EOS from position P on
-    flip_key, token_key = jax.random.split(key)
-    flip = jax.random.uniform(flip_key, intended.shape) < noise
-    replacement = jax.random.randint(token_key, intended.shape, EOS, vocab_size, dtype=jnp.int32)
-    return end_at_eos(jnp.where(flip, replacement, intended))
-
-
-def join(prompt: jax.Array, response: jax.Array) -> jax.Array:
-    """The sequence ``[..., P + L]``: prompt then response."""
-    return jnp.concatenate([prompt.astype(jnp.int32), response.astype(jnp.int32)], axis=-1)
+RLHF = Task(
+    name="rlhf",
+    config_class=RlhfConfig,
+    metric_names=METRIC_NAMES,
+    score="true_score",
+    final_fraction=0.1,
+    engine="ppo_jax.rlhf.train",
+    reported=("score", "true_score", "kl_ref", "response_length", "entropy"),
+    env_id="copy",
+    shared_fields=PRETRAIN_FIELDS,
+    steps_per_update_fields=("num_prompts",),
+)
+"""The score a report ranks by is the programmatic one (true_score): the reward model's ``score`` is a proxy that
+PPO can over-optimise (Gao et al. 2022). Final values: mean over the last 10% of updates."""

@@ -1,4 +1,7 @@
-"""``pretrain(cfg, key)`` and ``train(cfg, key, pretrained)``: RLHF on the sequence task as pure, jittable functions.
+"""``pretrain(cfg, key)`` and ``train(cfg, key, pretrained)``: RLHF on the copy task as pure, jittable functions.
+
+This module is the engine of the RLHF ``Task`` (``ppo_jax.rlhf.task``): ``check``,
+``prepare_shared`` (= ``pretrain``), ``train``, ``evaluate`` and ``params_tree``.
 
     pre = jax.jit(pretrain)(cfg, key)                                  # SFT + reward model, once
     out = jax.jit(train)(cfg, key, pre)                                # one PPO run
@@ -11,53 +14,32 @@ sample ``num_prompts`` prompts; the actor writes a response to each; the referen
 and the actor give per-token log-probs, the critic per-token values, the reward
 model a score per sequence; ``rewards.token_rewards`` and ``rewards.advantages``
 turn them into per-token advantages and value targets; then ``update_epochs``
-passes of shuffled minibatches of whole sequences minimise ``loss.ppo_loss``.
+passes of shuffled minibatches of whole sequences minimise ``token_loss.ppo_loss``
+(``ppo_jax.minibatch_sgd``).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import optax
 from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import distributions
-from ppo_jax.rlhf import task
+from ppo_jax.minibatch_sgd import minibatch_epochs
+from ppo_jax.optimizer import create_train_state, set_hyperparams
+from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig, validate
-from ppo_jax.rlhf.loss import SequenceBatch, ppo_loss
 from ppo_jax.rlhf.models import SeqModel, generate, init_params, run
 from ppo_jax.rlhf.reward_model import learned_score, programmatic_score, train_reward_model
 from ppo_jax.rlhf.rewards import advantages, token_rewards
 from ppo_jax.rlhf.sft import masked_mean, sft, token_log_probs
-from ppo_jax.update import make_optimizer, set_hyperparams
-
-METRIC_NAMES = (
-    "score",
-    "true_score",
-    "kl_ref",
-    "kl_ref_sample",
-    "response_length",
-    "eos_fraction",
-    "entropy",
-    "total_reward",
-    "policy_loss",
-    "value_loss",
-    "approx_kl",
-    "clip_fraction",
-    "explained_variance",
-    "grad_norm",
-    "loss",
-)
-"""Per-update metrics, each the mean over the update's sequences (rollout) or its minibatch steps (loss terms):
-score (the reward model's, or the programmatic one), true_score (programmatic), kl_ref (sum over response tokens
-of the exact KL(pi || pi_ref) per state), kl_ref_sample (sum of log pi - log pi_ref at the sampled tokens: the
-quantity in the reward), response_length (tokens, EOS included), eos_fraction, entropy (per response token),
-total_reward (score - beta * kl_ref_sample), then the PPO loss terms per response token."""
+from ppo_jax.rlhf.task import METRIC_NAMES
+from ppo_jax.rlhf.token_loss import SequenceBatch, ppo_loss
+from ppo_jax.schedules import scheduled
 
 
 class Models(NamedTuple):
@@ -104,9 +86,9 @@ def rollout(
 ) -> tuple[SequenceBatch, dict[str, jax.Array]]:
     """Generate, score and compute advantages for ``num_prompts`` fresh prompts; returns the batch and rollout metrics."""
     prompt_key, sample_key = jax.random.split(key)
-    prompt = task.sample_prompts(prompt_key, cfg.num_prompts, cfg.prompt_len, cfg.vocab_size)
+    prompt = copy_task.sample_prompts(prompt_key, cfg.num_prompts, cfg.prompt_len, cfg.vocab_size)
     response = generate(models.policy, params["actor"], sample_key, prompt, cfg.max_response_len)
-    sequence, mask = task.join(prompt, response), task.response_mask(response)
+    sequence, mask = copy_task.join(prompt, response), copy_task.response_mask(response)
     inputs, start = sequence[:, :-1], cfg.prompt_len - 1
     logits = run(models.policy, params["actor"], inputs)[:, start:]
     ref_logits = run(models.policy, pretrained.sft, inputs)[:, start:]
@@ -128,7 +110,7 @@ def rollout(
         "kl_ref": jnp.where(mask, exact_kl, 0.0).sum(-1).mean(),
         "kl_ref_sample": jnp.where(mask, log_prob - ref_log_prob, 0.0).sum(-1).mean(),
         "response_length": mask.sum(-1).mean(dtype=jnp.float32),
-        "eos_fraction": (response == task.EOS).any(-1).mean(dtype=jnp.float32),
+        "eos_fraction": (response == copy_task.EOS).any(-1).mean(dtype=jnp.float32),
         "entropy": masked_mean(distributions.entropy(distributions.PolicyDist(logits, None)), mask),
         "total_reward": rewards.sum(-1).mean(),
     }
@@ -140,24 +122,20 @@ def update(
     train_state: TrainState, models: Models, batch: SequenceBatch, cfg: RlhfConfig, key: jax.Array
 ) -> tuple[TrainState, dict[str, jax.Array]]:
     """``update_epochs`` passes of ``num_minibatches`` shuffled minibatches of whole sequences; mean loss metrics."""
-    grad_fn = jax.value_and_grad(ppo_loss, has_aux=True)
-
-    def minibatch_step(train_state, minibatch):
-        (loss, metrics), grads = grad_fn(train_state.params, models.policy, models.scalar, minibatch, cfg)
-        metrics = {**metrics, "loss": loss, "grad_norm": optax.tree.norm(grads)}
-        return train_state.apply_gradients(grads=grads), metrics
-
-    def epoch(train_state, epoch_key):
-        order = jax.random.permutation(epoch_key, cfg.num_prompts)
-        shape = (cfg.num_minibatches, cfg.minibatch_size)
-        shuffled = jax.tree.map(lambda x: x[order].reshape(shape + x.shape[1:]), batch)
-        return lax.scan(minibatch_step, train_state, shuffled)
-
-    train_state, metrics = lax.scan(epoch, train_state, jax.random.split(key, cfg.update_epochs))
-    return train_state, jax.tree.map(jnp.mean, metrics)
+    train_state, metrics = minibatch_epochs(
+        train_state,
+        batch,
+        lambda params, minibatch: ppo_loss(params, models.policy, models.scalar, minibatch, cfg),
+        key,
+        num_minibatches=cfg.num_minibatches,
+        update_epochs=cfg.update_epochs,
+    )
+    metrics.pop("update_fraction")  # no early stopping here
+    return train_state, metrics
 
 
-def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None) -> RlhfOutput:
+def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None, *,
+          on_update: Callable | None = None) -> RlhfOutput:  # fmt: skip
     """Token-level PPO from the SFT model for ``cfg.num_updates`` updates.
 
     Args:
@@ -165,6 +143,8 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None)
       key: a PRNG key (the critic's initialization, prompts, sampling, shuffling).
       pretrained: the output of ``pretrain`` (shared by every run it is given to);
         if None, ``pretrain`` runs first with a key split from ``key``.
+      on_update: ``on_update(update_idx, metrics)`` on the host after every update
+        (``jax.debug.callback``; under ``vmap`` once per run); None: no callback.
 
     Returns:
       ``RlhfOutput(params, metrics)``, ``metrics[name]`` of shape ``[num_updates]``.
@@ -176,30 +156,41 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None)
     models = make_models(cfg)
     critic_key, key = jax.random.split(key)
     params = {"actor": pretrained.sft, "critic": init_params(models.scalar, critic_key)}
-    train_state = TrainState.create(apply_fn=models.policy.apply, params=params, tx=make_optimizer())
-    train_state = set_hyperparams(train_state, learning_rate=cfg.lr, max_grad_norm=cfg.max_grad_norm, eps=cfg.adam_eps)
+    train_state = create_train_state(models.policy.apply, params, cfg)
 
     def update_step(carry, update_idx):
         train_state, key = carry
         rollout_key, update_key, key = jax.random.split(key, 3)
-        if cfg.anneal_lr:
-            train_state = set_hyperparams(train_state, learning_rate=cfg.lr * (1.0 - update_idx / cfg.num_updates))
+        learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
+        train_state = set_hyperparams(train_state, learning_rate=learning_rate)
         batch, metrics = rollout(cfg, models, train_state.params, pretrained, rollout_key)
         train_state, loss_metrics = update(train_state, models, batch, cfg, update_key)
-        return (train_state, key), {**metrics, **loss_metrics}
+        metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
+        metrics = {name: metrics[name] for name in METRIC_NAMES}
+        if on_update is not None:
+            jax.debug.callback(on_update, update_idx, metrics)
+        return (train_state, key), metrics
 
     (train_state, _), metrics = lax.scan(update_step, (train_state, key), jnp.arange(cfg.num_updates, dtype=jnp.int32))
-    return RlhfOutput(train_state.params, {name: metrics[name] for name in METRIC_NAMES})
+    return RlhfOutput(train_state.params, metrics)
 
 
-def compile_and_run(fn: Callable, *args, say: Callable[[str], None] = print) -> tuple[object, float, float]:
-    """``jax.jit(fn)(*args)`` on the host, compiled first: ``(output as numpy, compile seconds, run seconds)``."""
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_seconds = time.perf_counter() - start
-    say(f"compile: {compile_seconds:.2f} s")
-    start = time.perf_counter()
-    output = jax.device_get(jax.block_until_ready(compiled(*args)))
-    run_seconds = time.perf_counter() - start
-    say(f"run:     {run_seconds:.2f} s")
-    return output, compile_seconds, run_seconds
+# ----------------------------------------------------------------------------- the Task engine
+
+
+def check(cfg: RlhfConfig) -> RlhfConfig:
+    return validate(cfg)
+
+
+prepare_shared = pretrain
+"""What RLHF runs share: the SFT model (reference and initial actor) and the reward model."""
+
+
+def evaluate(cfg: RlhfConfig, output: RlhfOutput, key: jax.Array) -> dict:
+    """No separate evaluation: every update already scores fresh prompts with the programmatic scorer."""
+    return {}
+
+
+def params_tree(output: RlhfOutput, shared: Pretrained) -> dict:
+    """What params.msgpack holds: the trained actor and critic, the reference (SFT) and the reward model."""
+    return {**output.params, "reference": shared.sft, "reward_model": shared.reward_model}

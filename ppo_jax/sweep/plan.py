@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import math
 import re
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from ppo_jax.config import PPOConfig, static_field_names
-from ppo_jax.sweep_spec import SpecError, SweepSpec, column_value
+
+from ppo_jax.config_fields import static_fields
+from ppo_jax.errors import SpecError
+from ppo_jax.sweep.spec import SweepSpec
+from ppo_jax.sweep.spec_values import column_value
 
 Pair = tuple[int, int]  # (index into SweepSpec.settings, seed)
-GROUP_FIELDS = tuple(f for f in static_field_names() if f != "progress")
 
 
 class Group(NamedTuple):
@@ -29,7 +31,7 @@ class Group(NamedTuple):
     """
 
     index: int
-    cfg: PPOConfig
+    cfg: Any  # the task's config class
     static: dict
     pairs: tuple[Pair, ...]
 
@@ -42,9 +44,9 @@ class Chunk(NamedTuple):
     pairs: tuple[Pair, ...]
 
 
-def static_key(cfg: PPOConfig) -> tuple:
-    """The static fields that select a program (``progress`` aside, which sweeps keep off)."""
-    return tuple(getattr(cfg, name) for name in GROUP_FIELDS)
+def static_key(cfg) -> tuple:
+    """The static fields that select a program."""
+    return tuple(getattr(cfg, name) for name in static_fields(type(cfg)))
 
 
 def group_pairs(spec: SweepSpec) -> list[Group]:
@@ -57,7 +59,7 @@ def group_pairs(spec: SweepSpec) -> list[Group]:
         cfg = spec.settings[indices[0]].cfg
         static = {
             name: column_value(getattr(cfg, name))
-            for name in GROUP_FIELDS
+            for name in static_fields(type(cfg))
             if getattr(cfg, name) != getattr(spec.base, name)
         }
         pairs = tuple((i, seed) for i in indices for seed in spec.seeds)

@@ -12,27 +12,29 @@ Layout::
       chunks/          one Parquet file per finished chunk (temp file + rename);
                        ``pd.read_parquet(DIR / "chunks")`` reads a sweep in progress
       metrics.parquet  the merged table once every chunk is done, rows in canonical order
-      summary.csv      final return per env x setting: mean over seeds and 95% bootstrap CI
+      summary.csv      final values per env x setting: mean over seeds and 95% bootstrap CI
 
-The directory is created complete (in a temporary sibling, then renamed), so
-parts racing to create it agree on one plan. With ``force`` an old directory is
-moved aside and deleted only once the new sweep is complete.
+The directory is created complete (``ppo_jax.storage.atomic.write_directory``),
+so parts racing to create it agree on one plan. With ``force`` an old directory
+is moved aside and deleted only once the new sweep is complete. A directory
+written before a config field was renamed (``ConfigBase.LEGACY_FIELDS``) still
+resumes: its stored spec is read through the same translation.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
-import shutil
-import uuid
 from pathlib import Path
 
 import yaml
 
-from ppo_jax.run_dir import METADATA_FILE, json_safe, now_iso, prepare_out_dir
-from ppo_jax.sweep_spec import SpecError, SweepSpec
+from ppo_jax.errors import SpecError
+from ppo_jax.storage.atomic import json_safe, read_json, remove_replaced, write_directory, write_file, write_json
+from ppo_jax.storage.provenance import now_iso
+from ppo_jax.storage.run_dir import METADATA_FILE, prepare_out_dir
+from ppo_jax.sweep.spec import SweepSpec
 
 SPEC_YAML, SPEC_JSON, PLAN_FILE, LOG_FILE = "spec.yaml", "spec.json", "plan.json", "sweep.log"
 CHUNK_DIR, TABLE_FILE, SUMMARY_FILE = "chunks", "metrics.parquet", "summary.csv"
@@ -48,29 +50,30 @@ def spec_record(spec: SweepSpec) -> dict:
     return {"spec": spec.canonical, "settings": settings}
 
 
+def _translate_legacy(spec: SweepSpec, record: dict) -> dict:
+    """A stored record with older field names translated as ``ConfigBase.from_dict`` does (``LEGACY_FIELDS``)."""
+    legacy = spec.task.config_class.LEGACY_FIELDS
+
+    def translate(values):
+        if not isinstance(values, dict):
+            return values
+        values = dict(values)
+        for old, rename in legacy.items():
+            if old in values:
+                values.update({k: v for k, v in rename(values.pop(old)).items() if k not in values})
+        return values
+
+    record = json.loads(json.dumps(record))
+    canonical = record.get("spec", {})
+    if isinstance(canonical, dict):
+        canonical["base"] = translate(canonical.get("base"))
+        if isinstance(canonical.get("env_base"), dict):
+            canonical["env_base"] = {env: translate(values) for env, values in canonical["env_base"].items()}
+    return record
+
+
 def is_sweep_dir(path: Path) -> bool:
     return (path / SPEC_JSON).is_file() and (path / PLAN_FILE).is_file()
-
-
-def read_json(path: Path):
-    return json.loads(Path(path).read_text())
-
-
-def _dumps(value, indent: str = "") -> str:
-    """JSON with one line per innermost list (a chunk's pairs stay on one line), else like indent=2."""
-    inner = indent + "  "
-    if isinstance(value, dict) and value:
-        items = [f"{inner}{json.dumps(k)}: {_dumps(v, inner)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
-    if isinstance(value, list) and any(isinstance(v, dict) for v in value):
-        return "[\n" + ",\n".join(inner + _dumps(v, inner) for v in value) + f"\n{indent}]"
-    return json.dumps(value)
-
-
-def write_json_atomic(path: Path, value) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
-    tmp.write_text(_dumps(json_safe(value)) + "\n")
-    os.replace(tmp, path)
 
 
 def spec_diff(old: dict, new: dict, limit: int = 60) -> str:
@@ -109,8 +112,8 @@ def check_out(out: Path, spec: SweepSpec, *, resume: bool, force: bool, joining:
         return None
     if not is_sweep_dir(out):
         prepare_out_dir(out, force=False)  # raises: exists and is not empty
-    stored, now = read_json(out / SPEC_JSON), spec_record(spec)
-    if stored != json.loads(json.dumps(json_safe(now))):
+    stored, now = _translate_legacy(spec, read_json(out / SPEC_JSON)), json.loads(json.dumps(json_safe(spec_record(spec))))
+    if stored != now:
         raise SpecError(
             f"{out} holds a sweep of a different spec; refusing to mix results. Use another --out, or --force to "
             f"replace it. What changed:\n{spec_diff(stored, now)}"
@@ -132,25 +135,23 @@ def create(out: Path, spec: SweepSpec, plan: dict, metadata: dict, *, force: boo
     returned instead. With ``force`` an existing directory is moved aside; the
     metadata names it (``replaced``) and ``finish`` deletes it.
     """
-    out = Path(os.path.abspath(out))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    (tmp / CHUNK_DIR).mkdir(parents=True)
-    try:
+
+    def write(tmp: Path) -> None:
+        (tmp / CHUNK_DIR).mkdir()
         (tmp / SPEC_YAML).write_text(spec.text if spec.text is not None else yaml.safe_dump(spec.canonical, sort_keys=False))
-        write_json_atomic(tmp / SPEC_JSON, spec_record(spec))
-        write_json_atomic(tmp / PLAN_FILE, plan)
-        if force and out.exists() and any(out.iterdir()):
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            os.rename(out, old)
-            metadata = {**metadata, "replaced": str(old)}
-        write_json_atomic(tmp / METADATA_FILE, metadata)
-        os.rename(tmp, out)  # fails if another part filled `out` meanwhile
+        write_json(tmp / SPEC_JSON, spec_record(spec))
+        write_json(tmp / PLAN_FILE, plan)
+        write_json(tmp / METADATA_FILE, metadata)
+
+    replacing = force and out.exists() and any(out.iterdir())
+    try:
+        out, old = write_directory(out, write, keep_old=True, replace=replacing)
     except OSError:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if not is_sweep_dir(out):
+        if not is_sweep_dir(out):  # else another part filled `out` meanwhile
             raise
         return check_out(out, spec, resume=False, force=False, joining=True)
+    if old is not None:
+        write_json(out / METADATA_FILE, {**metadata, "replaced": str(old)})
     return plan
 
 
@@ -159,21 +160,14 @@ def write_chunk(out: Path, chunk_id: str, table, info: dict) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    directory = Path(out) / CHUNK_DIR
-    path = directory / f"{chunk_id}.parquet"
-    tmp = directory / f".tmp-{chunk_id}-{uuid.uuid4().hex[:8]}.parquet"
+    path = Path(out) / CHUNK_DIR / f"{chunk_id}.parquet"
     arrow = pa.Table.from_pandas(table, preserve_index=False)
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), b"ppo_jax": json.dumps(json_safe(info))})
     try:
-        pq.write_table(arrow, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_file(path, lambda tmp: pq.write_table(arrow, tmp))
     except FileNotFoundError:
         if not path.exists():  # else a process that merged the table removed our temp file: the chunk is there
             raise
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -230,15 +224,10 @@ def finish(out: Path, table, summary, metadata_updates: dict) -> None:
     ``force`` replaced.
     """
     out = Path(out)
-    for leftover in (out / CHUNK_DIR).glob(".tmp-*"):
+    for leftover in (out / CHUNK_DIR).glob(".*.tmp-*"):
         leftover.unlink(missing_ok=True)
-    for name, write in ((TABLE_FILE, lambda p: table.to_parquet(p, index=False)), (SUMMARY_FILE, lambda p: summary.to_csv(p, index=False))):
-        tmp = out / f".{name}.tmp-{uuid.uuid4().hex[:8]}"
-        write(tmp)
-        os.replace(tmp, out / name)
+    write_file(out / TABLE_FILE, lambda tmp: table.to_parquet(tmp, index=False))
+    write_file(out / SUMMARY_FILE, lambda tmp: summary.to_csv(tmp, index=False))
     metadata = {**read_json(out / METADATA_FILE), **metadata_updates}
-    write_json_atomic(out / METADATA_FILE, metadata)
-    old = metadata.get("replaced")
-    if old and Path(old).name.startswith(f".{out.name}.old-") and Path(old).exists():
-        shutil.rmtree(old, ignore_errors=True)
-
+    write_json(out / METADATA_FILE, metadata)
+    remove_replaced(out, metadata.get("replaced"))

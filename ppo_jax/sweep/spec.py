@@ -28,11 +28,28 @@ Random axis ``f`` draws its ``num_samples`` values from
 ``np.random.default_rng([seed, zlib.crc32(f.encode())])``, so adding an axis does
 not change the samples of the others.
 
-Every PPOConfig field may be an axis except ``progress``, and ``env`` (list
-environments under ``envs:``; give env-specific fields under ``env_base:``) (a host-side display
-switch, not a hyperparameter: a sweep shows one bar over chunks instead).
-Traced leaves (lr, clip_eps, ...) vary inside one compiled program; static fields
-(env, num_envs, hidden_sizes, ...) split the sweep into one program per value.
+A spec trains one task (``task: ppo``, the default, or ``task: rlhf``; see
+``ppo_jax.tasks``); ``base:`` and the axes take that task's config fields. Every
+field may be an axis, except ``env`` (list environments under ``envs:``, which
+only tasks with an environment field take; give env-specific fields under
+``env_base:``). Traced leaves (lr, clip_eps, ...) vary inside one compiled
+program; static fields (env, num_envs, hidden_sizes, ...) split the sweep into
+one program per value.
+
+A sweep never runs two settings that are the same run under different labels:
+a grid whose settings differ only in fields the other fields switch off (say
+``kl_beta`` with ``objective: clip``; see each config's ``inert_fields``) is
+refused, naming the field and why.
+
+What settings share (``Task.shared_fields``: RLHF's pretrained SFT and reward
+models) is computed once per program from ``pretrain: {seed: 0}``, so the
+fields that only shape it (sft_lr, rm_lr, demo_noise, ...) cannot be axes; with
+``pretrain: {per_setting: true}`` every setting pretrains its own models (same
+seed) and they can::
+
+    task: rlhf
+    pretrain: {seed: 0, per_setting: false}
+
 Floats follow YAML 1.2 (``1e-3`` is a number, not the string PyYAML makes of it).
 """
 
@@ -40,6 +57,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 import zlib
 from pathlib import Path
@@ -47,15 +65,17 @@ from typing import Any
 
 import numpy as np
 
-from ppo_jax.config import PPOConfig, field_names
-from ppo_jax.sweep_values import as_number, coerce, column_value, field_kind, short_float
-from ppo_jax.sweep_yaml import Locator, SpecError, parse_yaml
-from ppo_jax.validation import ConfigError, close_matches, validate
+from ppo_jax.config_fields import field_names
+from ppo_jax.errors import ConfigError, SpecError, close_matches
+from ppo_jax.sweep.spec_values import as_number, coerce, column_value, field_kind, short_float
+from ppo_jax.sweep.spec_yaml import Locator, parse_yaml
+from ppo_jax.task import Task
+from ppo_jax.tasks import DEFAULT_TASK, get_task
 
-TOP_KEYS = ("name", "description", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "log_every")
+TOP_KEYS = ("name", "description", "task", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "pretrain", "log_every")
 RANDOM_KEYS = ("num_samples", "seed", "axes")
+PRETRAIN_KEYS = ("seed", "per_setting")
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
-FIXED_FIELDS = {"progress": "progress is a display switch, not a hyperparameter: a sweep shows one bar over chunks"}
 ENV_NOT_AXIS = "env cannot be swept: list environments under `envs:` and give env-specific fields under `env_base:`."
 MAX_SEED = 2**32 - 1  # jax.random.key keeps 32 bits of a seed
 
@@ -67,7 +87,7 @@ class Setting:
     setting_id: int
     env: str
     values: dict[str, Any]
-    cfg: PPOConfig
+    cfg: Any  # the task's config class
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,7 +95,8 @@ class SweepSpec:
     """A loaded spec. ``settings`` is env-major: ``len(envs) * num_combos`` entries."""
 
     name: str
-    base: PPOConfig
+    task: Task
+    base: Any  # the task's config class
     envs: tuple[str, ...]
     seeds: tuple[int, ...]
     axes: tuple[str, ...]  # swept field names (table columns), env excluded
@@ -83,6 +104,8 @@ class SweepSpec:
     log_every: int
     canonical: dict  # JSON-able normal form; two specs run the same sweep iff equal
     text: str | None = None  # the YAML source, if loaded from text
+    pretrain_seed: int = 0  # key of Task.prepare_shared (tasks with shared_fields)
+    pretrain_per_setting: bool = False  # each setting prepares its own shared part
 
     @property
     def num_combos(self) -> int:
@@ -93,24 +116,37 @@ class SweepSpec:
 
 
 class _Context(Locator):
-    """A Locator that also holds the spec's base config (what single values are validated against)."""
+    """A Locator that also holds the spec's task and base config (what single values are validated against)."""
 
-    def __init__(self, filename: str, lines: dict[tuple, int]):
+    def __init__(self, filename: str, lines: dict[tuple, int], task: Task):
         super().__init__(filename, lines)
-        self.base = PPOConfig(progress=False)
+        self.task, self.base = task, task.config_class()
+        self.fields = field_names(task.config_class)
+        self.shared_fixed = False  # set once pretrain: is read: shared fields cannot be axes
+
+    def coerce(self, name: str, value, path: tuple):
+        return coerce(self.task.config_class, name, value, self, path)
+
+    def kind(self, name: str) -> str:
+        return field_kind(self.task.config_class, name)
 
 
 def _check_axis_name(name, ctx: _Context, path: tuple, taken: dict) -> None:
     if name in ("seed", "seeds"):
         raise ctx.error(path, "seeds are not a config field; list them under the top-level `seeds:` key.")
-    if name not in field_names():
-        raise ctx.error(path, f"unknown config field {name!r}.{close_matches(name, field_names())}")
-    if name in FIXED_FIELDS:
-        raise ctx.error(path, f"{name} cannot be swept: {FIXED_FIELDS[name]}.")
-    if taken is None:  # base: any field but the fixed ones; an axis overrides it
+    if name not in ctx.fields:
+        config = ctx.task.config_class.__name__
+        raise ctx.error(path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}")
+    if taken is None:  # base: any field; an axis overrides it
         return
-    if name == "env":
+    if name == ctx.task.env_field:
         raise ctx.error(path, ENV_NOT_AXIS)
+    if ctx.shared_fixed and name in ctx.task.shared_fields:
+        raise ctx.error(
+            path,
+            f"{name} only affects pretraining, which this sweep shares across settings (one pretrained model per "
+            "program); fix it under base:, or set `pretrain: {per_setting: true}` to pretrain every setting's own.",
+        )
     if name in taken:
         raise ctx.error(path, f"{name} is already swept in {taken[name]}; sweep each field in one place only.")
     taken[name] = ".".join(map(str, path[:-1]))
@@ -124,16 +160,16 @@ def _values_list(raw, ctx: _Context, path: tuple, name: str | None = None) -> li
         )
     if not raw:
         raise ctx.error(path, f"axis {name} is empty; give at least one value.")
-    values = [coerce(name, v, ctx, path + (i,)) for i, v in enumerate(raw)]
+    values = [ctx.coerce(name, v, path + (i,)) for i, v in enumerate(raw)]
     for i, value in enumerate(values):  # each value alone, against the base
         _validated(ctx, path + (i,), **{name: value})
     return values
 
 
-def _validated(ctx: _Context, path: tuple, **values) -> PPOConfig:
+def _validated(ctx: _Context, path: tuple, **values):
     """The base config with ``values`` replaced, validated; errors point at ``path``."""
     try:
-        return validate(ctx.base.replace(**values))
+        return ctx.task.validate(ctx.base.replace(**values))
     except ConfigError as error:
         raise ctx.error(path, str(error)) from None
 
@@ -177,7 +213,7 @@ def expand_zip(raw, ctx: _Context, taken: dict) -> tuple[dict, list[dict]]:
 def _distribution(name: str, raw, ctx: _Context, path: tuple) -> tuple[str, list]:
     if not isinstance(raw, dict) or len(raw) != 1:
         raise ctx.error(path, f"give one distribution, e.g. {{log_uniform: [1e-5, 1e-2]}}; one of {DISTRIBUTIONS}.")
-    (dist, args), kind = next(iter(raw.items())), field_kind(name)
+    (dist, args), kind = next(iter(raw.items())), ctx.kind(name)
     if dist not in DISTRIBUTIONS:
         raise ctx.error(path + (dist,), f"unknown distribution {dist!r}.{close_matches(dist, DISTRIBUTIONS)}")
     if dist == "choice":
@@ -191,8 +227,8 @@ def _distribution(name: str, raw, ctx: _Context, path: tuple) -> tuple[str, list
     if dist == "log_uniform" and bounds[0] <= 0:
         raise ctx.error(path + (dist,), f"log_uniform needs low > 0, got {args!r}.")
     for i, bound in enumerate(bounds):
-        _validated(ctx, path + (dist, i), **{name: coerce(name, bound, ctx, path + (dist, i))})
-    return dist, [coerce(name, b, ctx, path + (dist, i)) for i, b in enumerate(bounds)]
+        _validated(ctx, path + (dist, i), **{name: ctx.coerce(name, bound, path + (dist, i))})
+    return dist, [ctx.coerce(name, b, path + (dist, i)) for i, b in enumerate(bounds)]
 
 
 def sample_axis(name: str, dist: str, args: list, num_samples: int, seed: int) -> list:
@@ -250,73 +286,125 @@ def _seeds(raw, ctx: _Context) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _envs(raw, base: PPOConfig, ctx: _Context, taken: dict) -> tuple[str, ...]:
+def _envs(raw, base, ctx: _Context, taken: dict) -> tuple[str, ...]:
+    field = ctx.task.env_field
+    if field is None:
+        if raw is not None:
+            raise ctx.error(("envs",), f"task {ctx.task.name} has no environment to choose (it is its own: "
+                                       f"{ctx.task.env_id}); remove envs:.")  # fmt: skip
+        return (ctx.task.env_of(base),)
     if raw is None:
-        return (base.env,)
-    if "env" in taken:
-        raise ctx.error(("envs",), f"env is already swept in {taken['env']}; list environments under envs: only.")
+        return (ctx.task.env_of(base),)
+    if field in taken:
+        raise ctx.error(("envs",), f"{field} is already swept in {taken[field]}; list environments under envs: only.")
     if not isinstance(raw, list) or not raw or not all(isinstance(e, str) for e in raw) or len(set(raw)) != len(raw):
         raise ctx.error(("envs",), f"envs must be a non-empty list of distinct environment ids, got {raw!r}.")
     for i, env in enumerate(raw):
-        _validated(ctx, ("envs", i), env=env)
+        _validated(ctx, ("envs", i), **{field: env})
     return tuple(raw)
 
 
-def _env_base(raw, envs: tuple[str, ...], base: PPOConfig, ctx: _Context, taken: dict) -> dict[str, dict]:
+def _env_base(raw, envs: tuple[str, ...], base, ctx: _Context, taken: dict) -> dict[str, dict]:
     """``env_base:`` -> {env: {field: value}}: fields applied over base for that env only, before the axes."""
     out = {}
+    if raw is not None and ctx.task.env_field is None:
+        raise ctx.error(("env_base",), f"task {ctx.task.name} has one environment; put its fields under base:.")
     for env, fields in _mapping(raw, ctx, ("env_base",)).items():
         if env not in envs:
             raise ctx.error(("env_base", env), f"env_base names {env!r}, which is not under envs: {list(envs)}.")
         values = {}
         for name, value in _mapping(fields, ctx, ("env_base", env)).items():
             _check_axis_name(name, ctx, ("env_base", env, name), None)
-            if name == "env":
+            if name == ctx.task.env_field:
                 raise ctx.error(("env_base", env, name), ENV_NOT_AXIS)
             if name in taken:
                 raise ctx.error(("env_base", env, name), f"{name} is swept in {taken[name]}; it cannot also be fixed per env.")
-            values[name] = coerce(name, value, ctx, ("env_base", env, name))
+            values[name] = ctx.coerce(name, value, ("env_base", env, name))
         try:
-            validate(base.replace(env=env, **values))
+            ctx.task.validate(base.replace(**{ctx.task.env_field: env}, **values))
         except ConfigError as error:
             raise ctx.error(("env_base", env), f"{env}: {error}") from None
         out[env] = values
     return out
 
 
-def _base(raw, ctx: _Context) -> PPOConfig:
+def _base(raw, ctx: _Context):
     values = {}
     for name, value in _mapping(raw, ctx, ("base",)).items():
-        if name == "progress" and value is False:
-            continue
         _check_axis_name(name, ctx, ("base", name), None)
-        values[name] = coerce(name, value, ctx, ("base", name))
+        values[name] = ctx.coerce(name, value, ("base", name))
     try:
-        ctx.base = validate(ctx.base.replace(**values))
+        ctx.base = ctx.task.validate(ctx.base.replace(**values))
     except ConfigError as error:  # point at the field the message starts with, if any
         name = next((k for k in values if str(error).startswith(k)), None)
         raise ctx.error(("base", name) if name else ("base",), str(error)) from None
     return ctx.base
 
 
-def _check_env(env: str, ctx: _Context) -> None:
-    from ppo_jax.envs import make_env
-
+def _task(raw, ctx: Locator) -> Task:
+    if raw is None:
+        return get_task(DEFAULT_TASK)
     try:
-        make_env(env)
-    except NotImplementedError as error:  # e.g. an action space the networks do not support
-        raise ctx.error((), f"environment {env}: {error}") from None
+        return get_task(raw)
+    except ConfigError as error:
+        raise ctx.error(("task",), str(error)) from None
+
+
+def _pretrain(raw, ctx: _Context) -> tuple[int, bool]:
+    """``pretrain: {seed, per_setting}`` -> (seed, per_setting); only for tasks whose settings share something."""
+    if not ctx.task.shared_fields:
+        if raw is not None:
+            raise ctx.error(("pretrain",), f"task {ctx.task.name} shares nothing between settings; remove pretrain:.")
+        return 0, False
+    raw = _mapping(raw, ctx, ("pretrain",))
+    for key in raw:
+        if key not in PRETRAIN_KEYS:
+            raise ctx.error(("pretrain", key), f"unknown key {key!r}.{close_matches(key, PRETRAIN_KEYS)} Expected {PRETRAIN_KEYS}.")
+    seed, per_setting = raw.get("seed", 0), raw.get("per_setting", False)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ctx.error(("pretrain", "seed"), f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}.")
+    if not isinstance(per_setting, bool):
+        raise ctx.error(("pretrain", "per_setting"), f"per_setting must be true or false, got {per_setting!r}.")
+    return seed, per_setting
+
+
+def _describe(values: dict) -> str:
+    return ", ".join(f"{k}={column_value(v)}" for k, v in values.items()) or "base"
+
+
+def _check_distinct(settings: list[Setting], task: Task, ctx: _Context, path: tuple) -> None:
+    """SpecError if two settings of one env would be the same run: equal in every field their switches use."""
+    seen: dict[tuple, Setting] = {}
+    for setting in settings:
+        inert = setting.cfg.inert_fields()
+        values = setting.cfg.to_dict()
+        key = (setting.env, tuple((k, json.dumps(v)) for k, v in values.items() if k not in inert))
+        first = seen.setdefault(key, setting)
+        if first is setting:
+            continue
+        differ = [k for k in setting.values if setting.values[k] != first.values.get(k)]
+        reasons = "; ".join(f"{k} is ignored because {inert[k]}" for k in differ if k in inert)
+        raise ctx.error(
+            path,
+            f"settings {first.setting_id} ({_describe(first.values)}) and {setting.setting_id} "
+            f"({_describe(setting.values)}) on {setting.env} would train the same run under two labels: {reasons}. "
+            "Drop the axis values that change nothing, or turn on the switch that uses them.",
+        )
 
 
 def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text: str | None = None) -> SweepSpec:
     """Validate and expand a spec given as a dict (see the module docstring); SpecError on any problem."""
-    ctx = _Context(filename, lines or {})
+    locator = Locator(filename, lines or {})
     if not isinstance(raw, dict):
-        raise ctx.error((), f"a spec is a mapping with keys among {TOP_KEYS}, got {type(raw).__name__}.")
+        raise locator.error((), f"a spec is a mapping with keys among {TOP_KEYS}, got {type(raw).__name__}.")
+    task = _task(raw.get("task"), locator)
+    ctx = _Context(filename, lines or {}, task)
     for key in raw:
         if key not in TOP_KEYS:
-            hint = close_matches(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in field_names() else "")
+            hint = close_matches(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in ctx.fields else "")
             raise ctx.error((key,), f"unknown spec key {key!r}.{hint} Expected one of {TOP_KEYS}.")
+    pretrain_seed, per_setting = _pretrain(raw.get("pretrain"), ctx)
+    ctx.shared_fixed = bool(task.shared_fields) and not per_setting
     taken: dict[str, str] = {}
     base = _base(raw.get("base"), ctx)
     grid, grid_rows = expand_grid(raw.get("grid"), ctx, taken)
@@ -331,20 +419,19 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     name = str(raw.get("name") or (Path(filename).stem if text is not None else "sweep"))
 
     combos = [{**g, **z, **r} for g in grid_rows for z in zip_rows for r in random_rows]
+    path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
     settings = []
     for env in envs:
+        env_values = {task.env_field: env} if task.env_field else {}
         for setting_id, values in enumerate(combos):
-            path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
-            described = ", ".join(f"{k}={column_value(v)}" for k, v in values.items())
             try:
-                cfg = validate(base.replace(env=env, **{**env_base.get(env, {}), **values}))
+                cfg = task.validate(base.replace(**env_values, **{**env_base.get(env, {}), **values}))
             except ConfigError as error:
-                raise ctx.error(path, f"setting {setting_id} ({described or 'base'}) on {env}: {error}") from None
-            settings.append(Setting(setting_id, cfg.env, values, cfg))
-    for env in sorted({s.env for s in settings}):
-        _check_env(env, ctx)
+                raise ctx.error(path, f"setting {setting_id} ({_describe(values)}) on {env}: {error}") from None
+            settings.append(Setting(setting_id, env, values, cfg))
+    _check_distinct(settings, task, ctx, path)
 
-    axes = tuple(k for k in (*grid, *zipped, *random.get("axes", {})) if k != "env")
+    axes = tuple(k for k in (*grid, *zipped, *random.get("axes", {})) if k != task.env_field)
     canonical = {  # name and description are labels: renaming a spec does not change the sweep
         "base": _plain(base.to_dict()),
         "envs": list(envs),
@@ -354,9 +441,14 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         "random": _plain(random),
         "log_every": log_every,
     }
+    if task.name != DEFAULT_TASK:  # only when not the default, so that PPO specs keep their canonical form (--resume)
+        canonical = {"task": task.name, **canonical}
+    if task.shared_fields:
+        canonical["pretrain"] = {"seed": pretrain_seed, "per_setting": per_setting}
     if env_base:  # only when given, so that specs without it keep their canonical form (and --resume)
         canonical["env_base"] = _plain(env_base)
-    return SweepSpec(name, base, envs, seeds, axes, tuple(settings), log_every, canonical, text)
+    return SweepSpec(name, task, base, envs, seeds, axes, tuple(settings), log_every, canonical, text,
+                     pretrain_seed, per_setting)  # fmt: skip
 
 
 def _plain(value):

@@ -1,4 +1,4 @@
-"""One compiled program per group: ``vmap(train)`` over (setting, seed) pairs, sharded over devices.
+"""One compiled program per group: ``vmap(task.train)`` over (setting, seed) pairs, sharded over devices.
 
 The pair axis of the stacked config (every traced leaf ``[n]``) and of the keys
 (``uint32[n, 2]``, the data of ``jax.random.key(seed)``) is sharded over a 1-D
@@ -7,9 +7,14 @@ multiple of the device count (chunks are padded by repeating their last pair,
 and the padding is dropped afterwards). Under ``jax.distributed`` the mesh spans
 every host and each host supplies its shard from the same host-side arrays.
 Only per-update metrics leave the program, reduced to windows of ``log_every``
-updates inside jit, and each run's evaluation of its final parameters
-(``ppo_jax.evaluate``: mean return over ``EVAL_EPISODES`` fresh episodes with the
-stochastic and the deterministic policy).
+updates inside jit, and each run's evaluation (``Task.evaluate``; PPO: mean return
+of the final parameters over fresh episodes with the stochastic and the
+deterministic policy).
+
+What the settings of a task share (``Task.prepare_shared``: RLHF's pretrained
+models) enters the program as a replicated argument, computed once per group
+(``prepare_shared_once``); with ``per_setting`` each pair prepares its own inside
+the program instead, from the same pretrain key.
 """
 
 from __future__ import annotations
@@ -17,21 +22,23 @@ from __future__ import annotations
 import functools
 import os
 import time
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from ppo_jax.config import PPOConfig
-from ppo_jax.sweep_plan import balanced_chunk_size, format_bytes, round_up
-from ppo_jax.sweep_spec import SpecError
-from ppo_jax.evaluate import EVAL_EPISODES, evaluate, evaluation_key
-from ppo_jax.train import METRIC_NAMES, train
+from ppo_jax.errors import SpecError
+from ppo_jax.sweep.plan import balanced_chunk_size, format_bytes, round_up
+from ppo_jax.task import Task
 
-SUMMED_METRICS = ("episodes",)  # summed over a logging window; every other metric is averaged
-EVAL_NAMES = ("eval_return_stochastic", "eval_return_deterministic")  # per run, float32[] each
+
+class Shared(NamedTuple):
+    """How a program gets what its settings share: ``mode`` "none", "once" (an argument) or "per_setting"."""
+
+    mode: str
+    seed: int = 0  # the pretrain key is jax.random.key(seed)
 
 
 class Program(NamedTuple):
@@ -54,8 +61,8 @@ def log_updates(num_updates: int, log_every: int) -> np.ndarray:
     return np.minimum(ends, num_updates) - 1
 
 
-def window_metrics(metrics: dict[str, jax.Array], log_every: int) -> dict[str, jax.Array]:
-    """``[num_updates]`` metrics -> ``[num_logs]``: NaN-skipping mean over each window (sum for episodes)."""
+def window_metrics(metrics: dict[str, jax.Array], log_every: int, summed=()) -> dict[str, jax.Array]:
+    """``[num_updates]`` metrics -> ``[num_logs]``: NaN-skipping mean over each window (sum for ``summed`` names)."""
     if log_every == 1:
         return metrics
     out = {}
@@ -63,17 +70,25 @@ def window_metrics(metrics: dict[str, jax.Array], log_every: int) -> dict[str, j
         num_logs = -(-values.shape[0] // log_every)
         padded = jnp.full((num_logs * log_every,), jnp.nan, values.dtype).at[: values.shape[0]].set(values)
         windows = padded.reshape(num_logs, log_every)
-        out[name] = jnp.nansum(windows, axis=1) if name in SUMMED_METRICS else jnp.nanmean(windows, axis=1)
+        out[name] = jnp.nansum(windows, axis=1) if name in summed else jnp.nanmean(windows, axis=1)
     return out
 
 
-def pair_metrics(cfg: PPOConfig, key_data: jax.Array, *, log_every: int) -> dict[str, jax.Array]:
-    """One run: its metrics windowed (each ``[num_logs]``) and its evaluation means (``EVAL_NAMES``, each ``[]``)."""
+def pair_metrics(cfg, key_data: jax.Array, shared, *, task: Task, log_every: int, how: Shared) -> dict[str, jax.Array]:
+    """One run: its metrics windowed (each ``[num_logs]``) and its evaluation (``task.eval_names``, each ``[]``)."""
     key = jax.random.wrap_key_data(key_data)
-    output = train(cfg, key)
-    returns = evaluate(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), EVAL_EPISODES)
-    metrics = window_metrics({name: output.metrics[name] for name in METRIC_NAMES}, log_every)
-    return {**metrics, EVAL_NAMES[0]: returns.stochastic.mean(), EVAL_NAMES[1]: returns.deterministic.mean()}
+    if how.mode == "per_setting":
+        shared = task.prepare_shared(cfg, jax.random.key(how.seed))
+    output = task.train(cfg, key, shared)
+    metrics = {name: output.metrics[name] for name in task.metric_names}
+    return {**window_metrics(metrics, log_every, task.summed_metrics), **task.evaluate(cfg, output, key)}
+
+
+def prepare_shared_once(task: Task, cfg, how: Shared):
+    """What a group's pairs share, computed on the host before its program runs (None unless ``how.mode`` is "once")."""
+    if how.mode != "once":
+        return None
+    return jax.device_get(jax.jit(task.prepare_shared)(cfg, jax.random.key(how.seed)))
 
 
 def memory_bytes(compiled: jax.stages.Compiled) -> int:
@@ -85,16 +100,23 @@ def memory_bytes(compiled: jax.stages.Compiled) -> int:
     return int(max(total - stats.alias_size_in_bytes, getattr(stats, "peak_memory_in_bytes", 0) or 0))
 
 
-def compile_program(cfg: PPOConfig, size: int, mesh: Mesh, log_every: int) -> Program:
+def _abstract_shared(task: Task, cfg, how: Shared, mesh: Mesh):
+    if how.mode != "once":
+        return None
+    replicated = NamedSharding(mesh, PartitionSpec())
+    shapes = jax.eval_shape(task.prepare_shared, cfg, jax.random.key(how.seed))
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=replicated), shapes)
+
+
+def compile_program(task: Task, cfg, size: int, mesh: Mesh, log_every: int, how: Shared) -> Program:
     """Compile ``vmap(pair_metrics)`` for ``size`` pairs with ``cfg``'s static fields (size % devices == 0)."""
     sharding = NamedSharding(mesh, PartitionSpec("pairs"))
     abstract_cfg = jax.tree.map(lambda _: jax.ShapeDtypeStruct((size,), jnp.float32, sharding=sharding), cfg)
     abstract_keys = jax.ShapeDtypeStruct((size, 2), jnp.uint32, sharding=sharding)
-    fn = jax.jit(
-        jax.vmap(functools.partial(pair_metrics, log_every=log_every)), in_shardings=sharding, out_shardings=sharding
-    )
+    pair = functools.partial(pair_metrics, task=task, log_every=log_every, how=how)
+    fn = jax.jit(jax.vmap(pair, in_axes=(0, 0, None)), out_shardings=sharding)
     start = time.perf_counter()
-    compiled = fn.lower(abstract_cfg, abstract_keys).compile()
+    compiled = fn.lower(abstract_cfg, abstract_keys, _abstract_shared(task, cfg, how, mesh)).compile()
     return Program(compiled, size, time.perf_counter() - start, memory_bytes(compiled))
 
 
@@ -108,7 +130,7 @@ def default_memory_budget() -> int:
     return int(0.5 * ram / jax.local_device_count())
 
 
-def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_every: int) -> Program:
+def fit_program(task: Task, cfg, num_pairs: int, budget: int, mesh: Mesh, log_every: int, how: Shared) -> Program:
     """The program for the largest evenly chunked size of this group whose memory estimate fits ``budget``.
 
     Compiles for all ``num_pairs`` first (the program a run uses when it fits, so
@@ -120,14 +142,14 @@ def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_eve
     devices, seen = mesh.size, []
     size = round_up(num_pairs, devices)
     while True:
-        program = compile_program(cfg, size, mesh, log_every)
+        program = compile_program(task, cfg, size, mesh, log_every, how)
         if program.memory <= budget:
             return program
         if size == devices:
             raise SpecError(
-                f"{cfg.env}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per "
+                f"{task.env_of(cfg)}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per "
                 f"device, over the memory budget of {format_bytes(budget)}; raise --memory-budget or shrink the runs "
-                "(num_envs, num_steps)."
+                "(e.g. num_envs, num_steps)."
             )
         seen.append((size, program.memory))
         (n1, m1), (n0, m0) = seen[-1], seen[-2] if len(seen) > 1 else (0, 0)
@@ -136,7 +158,7 @@ def fit_program(cfg: PPOConfig, num_pairs: int, budget: int, mesh: Mesh, log_eve
         size = balanced_chunk_size(num_pairs, min(fit, size - devices), devices)  # strictly smaller
 
 
-def stack_pairs(cfgs: list[PPOConfig], seeds: list[int], size: int) -> tuple[PPOConfig, np.ndarray]:
+def stack_pairs(cfgs: list, seeds: list[int], size: int) -> tuple[Any, np.ndarray]:
     """Stacked config (leaves ``float32[size]``) and key data ``uint32[size, 2]``, padded with the last pair."""
     pad = size - len(cfgs)
     cfgs, seeds = cfgs + cfgs[-1:] * pad, list(seeds) + list(seeds[-1:]) * pad
@@ -145,18 +167,24 @@ def stack_pairs(cfgs: list[PPOConfig], seeds: list[int], size: int) -> tuple[PPO
     return stacked, keys
 
 
-def run_program(program: Program, cfgs: list[PPOConfig], seeds: list[int], mesh: Mesh) -> dict[str, np.ndarray]:
-    """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` (``[len(cfgs)]`` for ``EVAL_NAMES``)."""
+def run_program(program: Program, task: Task, cfgs: list, seeds: list[int], mesh: Mesh, shared=None) -> dict[str, np.ndarray]:
+    """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` (``[len(cfgs)]`` for ``task.eval_names``)."""
     sharding = NamedSharding(mesh, PartitionSpec("pairs"))
     stacked, keys = stack_pairs(cfgs, seeds, program.size)
 
     def put(x):
         return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
-    out = program.compiled(jax.tree.map(put, stacked), put(keys))
+    replicated = NamedSharding(mesh, PartitionSpec())
+
+    def put_replicated(x):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, replicated, lambda index: x[index])
+
+    out = program.compiled(jax.tree.map(put, stacked), put(keys), jax.tree.map(put_replicated, shared))
     if jax.process_count() > 1:
         from jax.experimental import multihost_utils
 
         out = multihost_utils.process_allgather(out, tiled=True)
     out = jax.device_get(jax.block_until_ready(out))
-    return {name: np.asarray(out[name])[: len(cfgs)] for name in (*METRIC_NAMES, *EVAL_NAMES)}
+    return {name: np.asarray(out[name])[: len(cfgs)] for name in (*task.metric_names, *task.eval_names)}

@@ -1,37 +1,37 @@
-"""Values of config fields in a sweep spec: checked and normalized per field kind.
+"""Values of config fields in a sweep spec: checked and normalized per field kind, for any task's config class.
 
 Floats become the float32 the leaf will hold, written as the shortest decimal
-(0.2, not 0.20000000298); integers may be written 5e5; hidden_sizes is a list
-of widths, held as a tuple and shown in tables as "64x64".
+(0.2, not 0.20000000298; ``ppo_jax.config_fields.short_float``); integers may
+be written 5e5; a tuple field (hidden_sizes) is a list of widths, held as a
+tuple and shown in tables as "64x64".
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
-from ppo_jax.config import TRACED_FIELDS, PPOConfig
-from ppo_jax.sweep_yaml import Locator
-
-_DEFAULTS = PPOConfig()
+from ppo_jax.config_fields import short_float, traced_fields
+from ppo_jax.sweep.spec_yaml import Locator
 
 
-def field_kind(name: str) -> str:
-    """'float' (traced leaf), 'int', 'bool', 'str' or 'sizes' (hidden_sizes)."""
-    if name in TRACED_FIELDS:
+@functools.cache
+def _defaults(config_class):
+    return config_class()
+
+
+def field_kind(config_class, name: str) -> str:
+    """'float' (traced leaf), 'int', 'bool', 'str' or 'sizes' (a tuple of ints: hidden_sizes)."""
+    if name in traced_fields(config_class):
         return "float"
-    default = getattr(_DEFAULTS, name)
+    default = getattr(_defaults(config_class), name)
     if isinstance(default, bool):
         return "bool"
     if isinstance(default, int):
         return "int"
     return "sizes" if isinstance(default, tuple) else "str"
-
-
-def short_float(value) -> float:
-    """The float32 a leaf will hold, as its shortest decimal (0.2, not 0.20000000298)."""
-    return float(str(np.float32(value)))
 
 
 def as_number(value) -> float | None:
@@ -48,9 +48,9 @@ def as_number(value) -> float | None:
     return None
 
 
-def coerce(name: str, value, where: Locator, path: tuple):
+def coerce(config_class, name: str, value, where: Locator, path: tuple):
     """``value`` as field ``name`` holds it (float32-exact floats, ints, tuples), or SpecError."""
-    kind = field_kind(name)
+    kind = field_kind(config_class, name)
     if kind in ("float", "int"):
         number = as_number(value)
         if number is not None and kind == "float":

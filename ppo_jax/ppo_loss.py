@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.objectives import clipped_surrogate_loss, policy_loss
+from ppo_jax.policy_objectives import clipped_surrogate_loss, policy_loss
 
 __all__ = ["clipped_surrogate_loss", "value_loss", "explained_variance", "ppo_loss", "Minibatch", "LossCoefficients"]
 

@@ -13,13 +13,7 @@ from typing import Any
 
 import yaml
 
-from ppo_jax.validation import ConfigError
-
-
-class SpecError(ConfigError):
-    """A sweep spec that cannot run; the message says where and how to fix it."""
-
-
+from ppo_jax.errors import SpecError
 
 
 class _Loader(yaml.SafeLoader):
@@ -72,7 +66,6 @@ def parse_yaml(text: str, filename: str = "<spec>") -> tuple[Any, dict[tuple, in
         raise SpecError(f"{where}: malformed YAML: {error.problem or error.context}{context}") from None
     except yaml.YAMLError as error:
         raise SpecError(f"{filename}: malformed YAML: {error}") from None
-
 
 
 class Locator:

@@ -1,18 +1,19 @@
-"""Sweeps: many settings x seeds as one compiled program per group, sharded over devices, resumable.
+"""Running a sweep: many settings x seeds as one compiled program per group, sharded over devices, resumable.
 
     from ppo_jax import sweep
     table = sweep.run("experiments/clip_eps.yaml", out="runs/clip_eps")   # a pandas DataFrame
     table = sweep.run({"grid": {"clip_eps": [0.1, 0.2]}, "seeds": 4})    # in memory, no directory
 
-How it runs (see ``sweep_spec``, ``sweep_plan``, ``sweep_program``, ``sweep_dir``):
+How it runs (see ``spec``, ``plan``, ``program``, ``resume`` in this package):
 settings that share their static fields form a group, trained by one program,
-``jax.jit(jax.vmap(train))`` over (setting, seed) pairs with the pair axis
+``jax.jit(jax.vmap(task.train))`` over (setting, seed) pairs with the pair axis
 sharded over every device. A group's pairs are cut into chunks as large as
 XLA's memory estimate allows under the budget (or ``chunk_size``); each chunk is
 written to the directory the moment it finishes, so a killed sweep loses at most
 the chunk in flight and ``resume=True`` runs only the missing ones. Pair
 ``(setting, seed)`` uses ``jax.random.key(seed)``: its numbers are those of
-``ppo-jax train --seed seed`` with that setting's flags.
+``ppo-jax train --seed seed`` (``ppo-jax rlhf --seed seed --pretrain-seed P``)
+with that setting's flags.
 """
 
 from __future__ import annotations
@@ -29,13 +30,16 @@ import jax
 import numpy as np
 import pandas as pd
 
-from ppo_jax import sweep_dir
-from ppo_jax.sweep_plan import Chunk, Group, format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, part_slice, round_up
-from ppo_jax.sweep_program import Program, compile_program, default_memory_budget, device_mesh, fit_program, run_program
-from ppo_jax.sweep_spec import SpecError, SweepSpec, load_spec
-from ppo_jax.sweep_table import chunk_frame, sort_table, summarize
+from ppo_jax.errors import SpecError
+from ppo_jax.storage.provenance import collect_metadata, now_iso
+from ppo_jax.sweep import resume as sweep_dir
+from ppo_jax.sweep.plan import Chunk, Group, format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, part_slice, round_up
+from ppo_jax.sweep.program import (
+    Program, Shared, compile_program, default_memory_budget, device_mesh, fit_program, prepare_shared_once, run_program,
+)  # fmt: skip
+from ppo_jax.sweep.spec import SweepSpec, load_spec
+from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
 
-__all__ = ["run", "plan", "dry_run", "Plan", "load_spec", "summarize"]
 
 
 class Plan(NamedTuple):
@@ -51,7 +55,7 @@ class Plan(NamedTuple):
 
     def to_dict(self) -> dict:
         groups = [
-            {"group": g.index, "env": g.cfg.env, "static": g.static, "num_pairs": len(g.pairs),
+            {"group": g.index, "env": self.spec.task.env_of(g.cfg), "static": g.static, "num_pairs": len(g.pairs),
              "chunk_size": size, "memory_bytes": self.programs[g.index].memory if g.index in self.programs else None}
             for g, size in zip(self.groups, self.chunk_sizes)
         ]  # fmt: skip
@@ -113,7 +117,7 @@ def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dic
     Chunk sizes: from ``stored`` (a directory's plan.json) if given; else
     ``chunk_size`` rounded up to a multiple of the device count; else the
     largest evenly-chunked size whose XLA memory estimate fits ``memory_budget``
-    bytes per device (default: see ``sweep_program.default_memory_budget``).
+    bytes per device (default: see ``ppo_jax.sweep.program.default_memory_budget``).
     """
     spec = load_spec(spec)
     mesh, groups = device_mesh(), group_pairs(spec)
@@ -130,20 +134,25 @@ def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dic
     else:
         sizes = []
         for g in groups:
-            programs[g.index] = fit_program(g.cfg, len(g.pairs), budget, mesh, spec.log_every)
+            programs[g.index] = fit_program(spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec))
             sizes.append(programs[g.index].size)
-            log(f"group {g.index} ({_describe(g)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
+            log(f"group {g.index} ({_describe(g, spec)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
                 f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s")  # fmt: skip
     sizes = [int(s) for s in _from_process_0(sizes)]
     return Plan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
 
 
-def _metadata(the_plan: Plan, command: list[str]) -> dict:
-    from ppo_jax.run_dir import collect_metadata
+def shared_mode(spec: SweepSpec) -> Shared:
+    """How the spec's programs get what settings share (``ppo_jax.sweep.program.Shared``)."""
+    if not spec.task.shared_fields:
+        return Shared("none")
+    return Shared("per_setting" if spec.pretrain_per_setting else "once", spec.pretrain_seed)
 
+
+def _metadata(the_plan: Plan, command: list[str]) -> dict:
     spec = the_plan.spec
     return {
-        **collect_metadata(command),
+        **collect_metadata(command, spec.task.name),
         "status": "running",
         "sweep": {
             "name": spec.name, "envs": list(spec.envs), "axes": list(spec.axes), "num_settings": spec.num_combos,
@@ -151,6 +160,7 @@ def _metadata(the_plan: Plan, command: list[str]) -> dict:
             "num_programs": len(the_plan.groups), "num_chunks": len(the_plan.chunks),
             "chunk_sizes": the_plan.chunk_sizes, "num_devices": the_plan.num_devices, "num_hosts": jax.process_count(),
             "memory_budget_bytes": the_plan.budget, "log_every": spec.log_every,
+            "pretrain": spec.canonical.get("pretrain"),
         },
     }  # fmt: skip
 
@@ -175,10 +185,12 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         mesh = device_mesh()
         programs = [_program(the_plan, g, mesh, log) for g in the_plan.groups]
     runs = len(spec.settings) * len(spec.seeds)
-    steps = sum(s.cfg.num_updates * s.cfg.batch_size for s in spec.settings) * len(spec.seeds)
+    task = spec.task
+    steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
+    unit = "env steps" if task.env_field else "sequences"
     lines = [
-        f"sweep {spec.name}: {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x {len(spec.seeds)} seed(s) "
-        f"= {runs} runs, {steps:,} env steps",
+        f"sweep {spec.name} (task {task.name}): {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x "
+        f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
         f"axes: {', '.join(spec.axes) or '(none)'}; log every {spec.log_every} update(s)",
         f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(the_plan.budget)} per device",
         f"{len(the_plan.groups)} program(s), {len(the_plan.chunks)} chunk(s):",
@@ -186,7 +198,7 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
     for g, size, program in zip(the_plan.groups, the_plan.chunk_sizes, programs):
         count = sum(c.group == g.index for c in the_plan.chunks)
         lines.append(
-            f"  group {g.index}: {_describe(g)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
+            f"  group {g.index}: {_describe(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
             f"~{format_bytes(program.memory)} per device"
         )
     return "\n".join(lines + ([state] if state else []) + ["nothing was run (dry run)"])
@@ -197,39 +209,54 @@ def _check_chunk_size(chunk_size) -> None:
         raise SpecError(f"--chunk-size must be a positive integer, got {chunk_size}.")
 
 
-def _describe(group: Group) -> str:
-    return ", ".join(f"{k}={v}" for k, v in {"env": group.cfg.env, **group.static}.items())
+def _describe(group: Group, spec: SweepSpec) -> str:
+    return ", ".join(f"{k}={v}" for k, v in {"env": spec.task.env_of(group.cfg), **group.static}.items())
 
 
 def _program(the_plan: Plan, group: Group, mesh, log: Callable) -> Program:
     size = round_up(the_plan.chunk_sizes[group.index], mesh.size)  # a plan made on fewer devices: pad further
     program = the_plan.programs.get(group.index)
     if program is None or program.size != size:
-        program = compile_program(group.cfg, size, mesh, the_plan.spec.log_every)
+        spec = the_plan.spec
+        program = compile_program(spec.task, group.cfg, size, mesh, spec.log_every, shared_mode(spec))
         the_plan.programs[group.index] = program
-        log(f"group {group.index} ({_describe(group)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
+        log(f"group {group.index} ({_describe(group, the_plan.spec)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
             f"~{format_bytes(program.memory)}/device")  # fmt: skip
         if program.memory > the_plan.budget:
             log(f"warning: that is over the memory budget of {format_bytes(the_plan.budget)}; use a smaller --chunk-size")
     return program
 
 
-def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set) -> tuple[pd.DataFrame, dict]:
-    """Run one chunk; its info charges a program's compile time to the first chunk that uses it."""
-    group = the_plan.groups[chunk.group]
+def _shared(the_plan: Plan, group: Group, log: Callable, shared: dict) -> tuple[object, float]:
+    """What the group's pairs share (computed on first use, then kept in ``shared``), and the seconds it took now."""
+    if group.index in shared:
+        return shared[group.index], 0.0
+    how = shared_mode(the_plan.spec)
+    start = time.perf_counter()
+    shared[group.index] = prepare_shared_once(the_plan.spec.task, group.cfg, how)
+    seconds = time.perf_counter() - start
+    if how.mode == "once":
+        log(f"group {group.index}: shared pretraining (seed {how.seed}) in {seconds:.1f} s")
+    return shared[group.index], seconds
+
+
+def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict) -> tuple[pd.DataFrame, dict]:
+    """Run one chunk; its info charges a program's compile time (and shared pretraining) to the first chunk that uses it."""
+    task, group = the_plan.spec.task, the_plan.groups[chunk.group]
     program = _program(the_plan, group, mesh, log)
     compile_seconds = 0.0 if id(program) in charged else program.compile_seconds
     charged.add(id(program))
+    shared_values, pretrain_seconds = _shared(the_plan, group, log, shared)
     cfgs = [the_plan.spec.settings[i].cfg for i, _ in chunk.pairs]
     start = time.perf_counter()
-    metrics = run_program(program, cfgs, [seed for _, seed in chunk.pairs], mesh)
+    metrics = run_program(program, task, cfgs, [seed for _, seed in chunk.pairs], mesh, shared_values)
     run_seconds = time.perf_counter() - start
-    env_steps = sum(c.num_updates * c.batch_size for c in cfgs)
+    env_steps = sum(task.num_updates(c) * task.steps_per_update(c) for c in cfgs)
     info = {
         "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": program.size - len(chunk.pairs),
-        "compile_seconds": compile_seconds, "run_seconds": run_seconds,
+        "compile_seconds": compile_seconds, "pretrain_seconds": pretrain_seconds, "run_seconds": run_seconds,
         "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "memory_bytes": program.memory,
-        "devices": mesh.size, "host": socket.gethostname(), "finished": sweep_dir.now_iso(),
+        "devices": mesh.size, "host": socket.gethostname(), "finished": now_iso(),
     }  # fmt: skip
     return chunk_frame(the_plan.spec, chunk, metrics), info
 
@@ -247,11 +274,11 @@ def run(
     progress: bool = True,
     command: list[str] | None = None,
 ) -> pd.DataFrame:
-    """Run a sweep and return its table (see ``ppo_jax.sweep_table``): one row per env x setting x seed x log step.
+    """Run a sweep and return its table (see ``ppo_jax.sweep.table``): one row per env x setting x seed x log step.
 
     Args:
-      spec: a YAML path, a dict (see ``ppo_jax.sweep_spec``) or a SweepSpec.
-      out: sweep directory (see ``ppo_jax.sweep_dir``); None runs in memory.
+      spec: a YAML path, a dict (see ``ppo_jax.sweep.spec``) or a SweepSpec.
+      out: sweep directory (see ``ppo_jax.sweep.resume``); None runs in memory.
       resume: continue the sweep in ``out``, running only the chunks without a file.
       force: replace an existing sweep (or run) directory, deleted once this sweep completes.
       chunk_size: pairs per chunk (rounded up to a multiple of the device count),
@@ -302,12 +329,12 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
     pending = [c for c, todo in zip(mine, pending_mask) if todo]
     if out is not None and len(pending) < len(mine):
         log(f"resuming {out}: {len(mine) - len(pending)} of {len(mine)} chunks already done")
-    mesh, frames, charged = device_mesh(), {}, set()
+    mesh, frames, charged, shared = device_mesh(), {}, set(), {}
     from tqdm.auto import tqdm
 
     with tqdm(total=len(pending), unit="chunk", disable=not progress, dynamic_ncols=True) as bar:
         for chunk in pending:
-            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged)
+            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged, shared)
             if out is not None and jax.process_index() == 0:
                 sweep_dir.write_chunk(out, chunk.chunk_id, frame, info)
                 sweep_dir.append_log(out, sweep_dir.log_line(info))

@@ -1,0 +1,155 @@
+"""The run directory written by ``ppo-jax train --out DIR`` and ``ppo-jax rlhf --out DIR``: one per task run.
+
+Layout::
+
+    DIR/
+      config.json     {"task": name, <every config field>, "seeds": [the integer seed of each run]}
+      metadata.json   ppo_jax.storage.provenance.collect_metadata() plus start/end time,
+                      compile/run seconds, env steps/s and the final values
+      metrics.csv     tidy table, one row per seed x update: seed, update, env_steps
+                      (samples per run so far: env steps; RLHF: sequences), <the task's metric_names>
+      evaluation.csv  (PPO, if evaluated) one row per seed x policy x episode: seed, policy
+                      (stochastic | deterministic), episode, return, length — fresh
+                      episodes played by the final parameters (ppo_jax.evaluate)
+      params.msgpack  flax.serialization msgpack (no pickle): the task's ``params_tree``
+                      with a leading seed axis on per-run arrays, and "seeds" (int64)
+                      (PPO: {"params", "obs_stats"}; RLHF: {"actor", "critic", "reference", "reward_model"})
+
+Read it back with ``load_config``, ``pd.read_csv(DIR / "metrics.csv")`` and
+``load_params``. PPO seed ``i``'s parameters are
+``jax.tree.map(lambda x: x[i], p["params"])``, usable directly as
+``ppo_jax.networks.make_network(cfg).apply(params_i, obs)``.
+
+Written with ``ppo_jax.storage.atomic.write_directory``: complete or absent; an
+old run replaced with ``force`` is deleted only after the new one is in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppo_jax.errors import ConfigError
+from ppo_jax.storage.atomic import check_out_dir, read_json, write_directory, write_json
+
+CONFIG_FILE = "config.json"
+METADATA_FILE = "metadata.json"
+METRICS_FILE = "metrics.csv"
+EVALUATION_FILE = "evaluation.csv"
+PARAMS_FILE = "params.msgpack"
+RUN_FILES = (CONFIG_FILE, METADATA_FILE, METRICS_FILE, PARAMS_FILE)
+
+
+def is_output_dir(path: Path) -> bool:
+    """A ppo-jax run directory (config.json) or sweep directory (spec.json), each with metadata.json."""
+    has_config = (path / CONFIG_FILE).is_file() or (path / "spec.json").is_file()
+    return has_config and (path / METADATA_FILE).is_file()
+
+
+def prepare_out_dir(path, force: bool) -> None:
+    """``check_out_dir`` for run and sweep outputs: ``force`` replaces only a ppo-jax run or sweep directory."""
+    check_out_dir(path, force, replaceable=is_output_dir, what="ppo-jax run directory",
+                  marker=f"no {CONFIG_FILE} or spec.json with {METADATA_FILE}")  # fmt: skip
+
+
+def config_record(task, cfg, seeds) -> dict[str, Any]:
+    """What config.json holds: the task's name, the config (leaves as short floats) and the seeds."""
+    return {"task": task.name, **cfg.to_dict(), "seeds": [int(s) for s in seeds]}
+
+
+def load_config(path):
+    """(task, config, seeds) from a run directory or its config.json (no "task" key: a PPO run)."""
+    from ppo_jax.tasks import get_task
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / CONFIG_FILE
+    values = read_json(path)
+    task = get_task(values.pop("task", "ppo"))
+    seeds = values.pop("seeds", [])
+    return task, task.config_class.from_dict(values), seeds
+
+
+def metrics_frame(task, cfg, seeds, metrics: Mapping):
+    """Tidy DataFrame: one row per seed x update; columns seed, update, env_steps, the task's metric names."""
+    import pandas as pd
+
+    seeds = np.asarray(seeds, dtype=np.int64)
+    num_seeds, num_updates = len(seeds), task.num_updates(cfg)
+    arrays = {name: np.asarray(metrics[name]) for name in task.metric_names}
+    for name, array in arrays.items():
+        if array.shape != (num_seeds, num_updates):
+            raise ValueError(f"metric {name!r} has shape {array.shape}, expected (num_seeds, num_updates) = "
+                             f"{(num_seeds, num_updates)}")  # fmt: skip
+    update = np.arange(num_updates, dtype=np.int64)
+    columns = {
+        "seed": np.repeat(seeds, num_updates),
+        "update": np.tile(update, num_seeds),
+        "env_steps": np.tile((update + 1) * task.steps_per_update(cfg), num_seeds),
+    }
+    columns.update({name: array.reshape(-1) for name, array in arrays.items()})
+    return pd.DataFrame(columns)
+
+
+def evaluation_frame(seeds, evaluation):
+    """Tidy DataFrame of an ``ppo_jax.evaluate.Evaluation`` with a leading seed axis: seed, policy, episode, return, length."""
+    import pandas as pd
+
+    frames = []
+    for policy in ("stochastic", "deterministic"):
+        returns = np.asarray(getattr(evaluation, policy), dtype=np.float64)
+        lengths = np.asarray(getattr(evaluation, f"{policy}_length"), dtype=np.int64)
+        num_seeds, episodes = returns.shape
+        frames.append(pd.DataFrame({
+            "seed": np.repeat(np.asarray(seeds, dtype=np.int64), episodes), "policy": policy,
+            "episode": np.tile(np.arange(episodes), num_seeds), "return": returns.reshape(-1), "length": lengths.reshape(-1),
+        }))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def plain_tree(tree):
+    """Nested plain dicts of numpy arrays (what flax msgpack restores exactly)."""
+    if isinstance(tree, Mapping):
+        return {str(k): plain_tree(v) for k, v in tree.items()}
+    if hasattr(tree, "_asdict"):
+        return plain_tree(tree._asdict())
+    return np.asarray(tree)
+
+
+def write_run_dir(path, *, task, cfg, seeds, output, shared=None, metadata: dict, force: bool, evaluation=None) -> Path:
+    """Write a complete run directory at ``path`` (see the module docstring); return its absolute path.
+
+    ``output`` is the task's train output under ``jax.vmap`` over seeds (every
+    leaf has a leading axis of ``len(seeds)``), ``shared`` what the seeds shared
+    (``Task.prepare_shared``); ``evaluation`` an optional PPO ``Evaluation`` with a leading seed axis.
+    """
+    from flax import serialization
+
+    prepare_out_dir(path, force)  # again: the directory may have changed during training
+    params = {**plain_tree(task.params_tree(output, shared)), "seeds": np.asarray(seeds, dtype=np.int64)}
+
+    def write(tmp: Path) -> None:
+        write_json(tmp / CONFIG_FILE, config_record(task, cfg, seeds))
+        write_json(tmp / METADATA_FILE, metadata)
+        metrics_frame(task, cfg, seeds, output.metrics).to_csv(tmp / METRICS_FILE, index=False)
+        if evaluation is not None:
+            evaluation_frame(seeds, evaluation).to_csv(tmp / EVALUATION_FILE, index=False)
+        (tmp / PARAMS_FILE).write_bytes(serialization.msgpack_serialize(params))
+
+    return write_directory(path, write)[0]
+
+
+def load_params(path) -> dict[str, Any]:
+    """Read params.msgpack (or a run directory's) back: the nested dict of numpy arrays ``write_run_dir`` wrote."""
+    from flax import serialization
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / PARAMS_FILE
+    try:
+        return serialization.msgpack_restore(path.read_bytes())
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"{path}: not a ppo-jax params file ({error}).") from None

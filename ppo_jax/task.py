@@ -1,0 +1,111 @@
+"""``Task``: what a sweep, a run directory and a report need from one kind of training.
+
+PPO on an environment is one task (``ppo_jax.ppo_task.PPO``), token-level RLHF on
+the copy task another (``ppo_jax.rlhf.task.RLHF``); ``ppo_jax.tasks`` lists them.
+A task is a small record:
+
+* its config class (a ``ppo_jax.config_fields.ConfigBase`` dataclass: which
+  fields are static and which traced is read off the class),
+* its metric names and which one is *the score* (what a report ranks and
+  normalizes), with the share of final updates that define a run's final value,
+* what its settings may share: ``shared_fields`` are fields that only affect
+  the shared part (RLHF's pretrained SFT and reward models),
+* and its engine, a module with the jittable, vmappable functions::
+
+      prepare_shared(cfg, key) -> pytree | None       # e.g. pretraining; None: nothing shared
+      train(cfg, key, shared=None, *, on_update=None) -> output with .metrics[name]: [num_updates]
+      evaluate(cfg, output, key) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
+      params_tree(output, shared) -> nested dict of arrays   # what params.msgpack holds
+
+``on_update(update_idx, metrics)`` is called on the host once per update of every
+run (through ``jax.debug.callback``; under ``vmap`` once per run), with that
+update's scalar metrics; ``None`` puts no callback in the program.
+
+The engine is imported on first use, not with the task: it imports gymnax, which
+starts a JAX backend, and ``jax.distributed.initialize()`` must come first; the
+task's names (for the CLI, specs and reports) are readable without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from types import ModuleType
+
+from ppo_jax.config_fields import static_fields, traced_fields
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    name: str
+    """The task's id in specs and metadata: "ppo", "rlhf"."""
+    config_class: type
+    """The config dataclass (PPOConfig, RlhfConfig)."""
+    metric_names: tuple[str, ...]
+    """Per-update metrics, in table order."""
+    score: str
+    """The metric a run is judged by (its final value: mean over the last ``final_fraction`` of updates)."""
+    final_fraction: float
+    """Share of a run's last updates whose mean is a metric's final value."""
+    engine: str
+    """Module path of the engine (see the module docstring)."""
+    eval_names: tuple[str, ...] = ()
+    """Per-run evaluation scalars ``evaluate`` returns, on a run's last table row."""
+    summed_metrics: tuple[str, ...] = ()
+    """Metrics summed (not averaged) over a logging window (counts, e.g. episodes)."""
+    reported: tuple[str, ...] = ()
+    """Metrics whose final values the CLI prints per seed (default: the score)."""
+    env_field: str | None = None
+    """The config field naming the environment (PPO: env); None: the task is its own environment."""
+    env_id: str | None = None
+    """The environment column of a task without env_field (RLHF: "copy")."""
+    shared_fields: tuple[str, ...] = ()
+    """Fields that only affect ``prepare_shared``: a sweep that shares it cannot vary them."""
+    steps_per_update_fields: tuple[str, ...] = ()
+    """Config fields whose product is the samples one update consumes (env steps; RLHF: sequences)."""
+
+    # ----- derived from the config class -----
+    @property
+    def traced_fields(self) -> tuple[str, ...]:
+        return traced_fields(self.config_class)
+
+    @property
+    def static_fields(self) -> tuple[str, ...]:
+        return static_fields(self.config_class)
+
+    @property
+    def field_names(self) -> tuple[str, ...]:
+        return self.static_fields + self.traced_fields
+
+    def env_of(self, cfg) -> str:
+        """The environment id of ``cfg`` (the table's ``env`` column)."""
+        return getattr(cfg, self.env_field) if self.env_field else str(self.env_id)
+
+    def steps_per_update(self, cfg) -> int:
+        steps = 1
+        for name in self.steps_per_update_fields:
+            steps *= int(getattr(cfg, name))
+        return steps
+
+    # ----- the engine -----
+    def engine_module(self) -> ModuleType:
+        return importlib.import_module(self.engine)
+
+    def validate(self, cfg):
+        """``cfg`` checked (ConfigError with how to fix it, before anything compiles) and returned."""
+        return self.engine_module().check(cfg)
+
+    def prepare_shared(self, cfg, key):
+        return self.engine_module().prepare_shared(cfg, key)
+
+    def train(self, cfg, key, shared=None, *, on_update=None):
+        return self.engine_module().train(cfg, key, shared, on_update=on_update)
+
+    def evaluate(self, cfg, output, key) -> dict:
+        return self.engine_module().evaluate(cfg, output, key)
+
+    def params_tree(self, output, shared) -> dict:
+        return self.engine_module().params_tree(output, shared)
+
+    def num_updates(self, cfg) -> int:
+        return int(cfg.num_updates)

@@ -1,0 +1,18 @@
+"""The registry of tasks a sweep spec, a run directory and a report may name (``task: ppo``, ``task: rlhf``)."""
+
+from __future__ import annotations
+
+from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.ppo_task import PPO
+from ppo_jax.rlhf.task import RLHF
+from ppo_jax.task import Task
+
+TASKS: dict[str, Task] = {PPO.name: PPO, RLHF.name: RLHF}
+DEFAULT_TASK = PPO.name
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name``; ConfigError naming the known ones otherwise."""
+    if name not in TASKS:
+        raise ConfigError(f"unknown task {name!r}.{close_matches(str(name), TASKS)} Known tasks: {', '.join(TASKS)}.")
+    return TASKS[name]
