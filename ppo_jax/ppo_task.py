@@ -39,6 +39,7 @@ PPO = Task(
     score="episode_return",
     final_fraction=0.05,
     engine="ppo_jax.train",
+    score_label="episodic return",
     eval_names=EVAL_NAMES,
     summed_metrics=("episodes",),
     reported=("episode_return",),

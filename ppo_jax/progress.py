@@ -9,9 +9,13 @@ under ``vmap``, once per run, in any order); the reporter merges the calls of an
 update and shows it once every run has reported it. On a terminal that is a
 tqdm bar redrawn in place; when stdout is not a terminal (CI, SLURM logs,
 ``| tee``) it prints one plain line every ``every_percent`` percent of the
-updates instead, so a log holds about ten lines, not hundreds of redraws.
-Toggling progress never recompiles anything but the program that holds the
-callback: ``on_update=None`` puts none in the program.
+updates instead, so a log holds about ten lines, not hundreds of redraws. It
+writes to stderr, so ``ppo-jax train ... | tee log`` keeps the bar on the
+terminal and out of the log.
+
+``ppo-jax train`` always puts the reporter in its program and switches it off
+with ``enabled=False`` (``--no-progress``): both runs use the same compiled
+program. ``on_update=None`` puts no callback in the program at all.
 """
 
 from __future__ import annotations
@@ -27,10 +31,11 @@ class ProgressReporter:
     """``on_update(update_idx, metrics)`` for ``num_runs`` runs of ``num_updates`` updates each."""
 
     def __init__(self, num_updates: int, steps_per_update: int, num_runs: int = 1, *, score: str,
-                 stream=None, every_percent: float = 10.0, unit: str = "env steps"):  # fmt: skip
+                 stream=None, every_percent: float = 10.0, unit: str = "env steps", enabled: bool = True):  # fmt: skip
         self.num_updates, self.steps_per_update, self.num_runs = num_updates, steps_per_update, num_runs
         self.score, self.unit = score, unit
-        self.stream = stream if stream is not None else sys.stdout
+        self.enabled = enabled
+        self.stream = stream if stream is not None else sys.stderr
         self.every = max(1, round(num_updates * every_percent / 100))
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
         self.bar = None
@@ -39,6 +44,8 @@ class ProgressReporter:
         self._lock = threading.Lock()
 
     def __call__(self, update_idx, metrics) -> None:
+        if not self.enabled:
+            return
         update_idx = int(update_idx)
         with self._lock:
             scores = self._pending.setdefault(update_idx, [])

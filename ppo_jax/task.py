@@ -17,6 +17,11 @@ A task is a small record:
       evaluate(cfg, output, key) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
       params_tree(output, shared) -> nested dict of arrays   # what params.msgpack holds
 
+and optionally::
+
+      describe_shared(cfg, shared) -> {name: float}     # what the CLI prints and records about it
+      evaluate_episodes(cfg, output, key, num_episodes)  # per-episode evaluation (PPO: an Evaluation)
+
 ``on_update(update_idx, metrics)`` is called on the host once per update of every
 run (through ``jax.debug.callback``; under ``vmap`` once per run), with that
 update's scalar metrics; ``None`` puts no callback in the program.
@@ -49,6 +54,8 @@ class Task:
     """Share of a run's last updates whose mean is a metric's final value."""
     engine: str
     """Module path of the engine (see the module docstring)."""
+    score_label: str = ""
+    """The score in words, for figures and tables ("episodic return")."""
     eval_names: tuple[str, ...] = ()
     """Per-run evaluation scalars ``evaluate`` returns, on a run's last table row."""
     summed_metrics: tuple[str, ...] = ()
@@ -106,6 +113,20 @@ class Task:
 
     def params_tree(self, output, shared) -> dict:
         return self.engine_module().params_tree(output, shared)
+
+    def describe_shared(self, cfg, shared) -> dict:
+        describe = getattr(self.engine_module(), "describe_shared", None)
+        return {} if describe is None else describe(cfg, shared)
+
+    def evaluate_episodes(self, cfg, output, key, num_episodes: int):
+        """The engine's per-episode evaluation, or None if it has none."""
+        evaluate = getattr(self.engine_module(), "evaluate_episodes", None)
+        return None if evaluate is None else evaluate(cfg, output, key, num_episodes)
+
+    @property
+    def sample_unit(self) -> str:
+        """What ``steps_per_update`` counts: env steps, or (a task without an env) sequences."""
+        return "env steps" if self.env_field else "sequences"
 
     def num_updates(self, cfg) -> int:
         return int(cfg.num_updates)

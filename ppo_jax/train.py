@@ -172,6 +172,11 @@ def evaluate(cfg: PPOConfig, output: TrainOutput, key: jax.Array) -> dict[str, j
     return {EVAL_NAMES[0]: returns.stochastic.mean(), EVAL_NAMES[1]: returns.deterministic.mean()}
 
 
+def evaluate_episodes(cfg: PPOConfig, output: TrainOutput, key: jax.Array, num_episodes: int):
+    """Every episode of the evaluation (``ppo_jax.evaluate.Evaluation``), from the run's key ``key``."""
+    return evaluate_params(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), num_episodes)
+
+
 def params_tree(output: TrainOutput, shared=None) -> dict:
     """What params.msgpack holds: network variables and observation statistics (plain nested dicts)."""
     stats = output.obs_stats

@@ -3,12 +3,13 @@
     from ppo_jax.report import make_report
     make_report(["runs/clip_eps_quick"], "reports/clip_eps_quick")      # or: ppo-jax report RUN_DIR... --out DIR
 
-Modules: ``sources`` (read run/sweep directories), ``scores`` (final return,
-reference scores, normalization), ``statistics`` (rliable interval estimates),
-``figures``, ``tables``, ``index``, ``build`` (``make_report``).
+Modules: ``sources`` (read run/sweep directories of one task), ``scores`` (final
+values, reference scores, normalization), ``intervals`` (rliable interval
+estimates), ``frontier`` (RLHF: reward vs KL to the reference), ``figures``,
+``tables``, ``index``, ``build`` (``make_report``).
 """
 
+from ppo_jax.errors import ReportError
 from ppo_jax.report.build import make_report
-from ppo_jax.report.sources import ReportError
 
 __all__ = ["make_report", "ReportError"]

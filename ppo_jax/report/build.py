@@ -14,40 +14,33 @@ Report directory::
     final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, best in bold
     aggregates.{md,tex}       table: aggregate metrics per setting
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
-    *.png, *.pdf              learning curves (return, entropy), sensitivity or heat map,
-                              aggregate intervals, probability of improvement, performance profiles
+    frontier.{csv,md}         (RLHF) final KL to the reference, reward-model and programmatic score per setting
+    *.png, *.pdf              learning curves (score, entropy), sensitivity or heat map,
+                              aggregate intervals, probability of improvement, performance profiles,
+                              (RLHF) the reward vs KL frontier
+
+"Final return" is the final value of the task's score (``Task.score``: PPO's
+episodic return, RLHF's programmatic score).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ppo_jax.report import figures, intervals, tables
+from ppo_jax.errors import ReportError
+from ppo_jax.report import figures, frontier, intervals, tables
 from ppo_jax.report.index import write_index
 from ppo_jax.report.scores import final_returns, load_reference_scores, normalize, normalizers
-from ppo_jax.report.sources import ReportError, Runs, load_sources
-from ppo_jax.run_dir import json_safe
+from ppo_jax.report.sources import Runs, load_sources
+from ppo_jax.storage.atomic import absolute, check_out_dir, write_directory, write_json
 
 MAX_CURVE_POINTS = 150
 TAUS = np.linspace(0.0, 1.25, 51)
-
-
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"--out {out} exists and is not a directory; choose another --out.")
-    if out.is_dir() and any(out.iterdir()):
-        if not force:
-            raise ReportError(f"--out {out} exists and is not empty; choose another --out or pass --force to replace a report.")
-        if not (out / "report.json").is_file():
-            raise ReportError(f"--force replaces only a report directory (with report.json); {out} is not one.")
 
 
 def _ticks(settings: dict[str, dict], fields: list[str]) -> tuple[list[str], str]:
@@ -101,7 +94,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     per_env.to_csv(out / "per_env.csv", index=False)
     files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
 
-    caption = f"Final return (mean episodic return over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
+    caption = f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
     (out / "final_return.md").write_text(tables.markdown(raw, settings, envs))
     (out / "final_return.tex").write_text(tables.latex(raw, settings, envs, caption))
     files["tables"] += ["final_return.md", "final_return.tex"]
@@ -142,9 +135,17 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         (out / "evaluation.md").write_text("\n".join(lines) + "\n")
         files["tables"].append("evaluation.md")
 
-    files["figures"] += figures.learning_curves(_curves(runs, "episode_return", reps, seed), settings, envs, "episodic return (IQM)", out, "curves_return")
+    label = runs.task.score_label
+    files["figures"] += figures.learning_curves(_curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return")
     if "entropy" in runs.curves:
         files["figures"] += figures.learning_curves(_curves(runs, "entropy", reps, seed), settings, envs, "policy entropy (IQM)", out, "curves_entropy")
+    if frontier.applies(runs):
+        table = frontier.frontier_table(runs, last_percent)
+        table.to_csv(out / "frontier.csv", index=False)
+        (out / "frontier.md").write_text(frontier.markdown(table, runs.setting_fields))
+        files["data"].append("frontier.csv")
+        files["tables"].append("frontier.md")
+        files["figures"] += frontier.plot(table, runs.setting_fields, out, "frontier")
     grid = _grid_fields(runs.settings, runs.setting_fields)
     if grid is not None:
         cells = raw.assign(row=[runs.settings[s][grid[0]] for s in raw["setting"]], col=[runs.settings[s][grid[1]] for s in raw["setting"]])
@@ -159,45 +160,42 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     return result
 
 
-def make_report(paths, out, *, last_percent: float = 5.0, reps: int = 2000, seed: int = 0, baseline: str | None = None,
-                reference_scores=None, force: bool = False, command: list[str] | None = None) -> Path:  # fmt: skip
-    """Write a report for the runs in ``paths`` (run or sweep directories) to ``out``; returns ``out``.
+def make_report(paths, out, *, last_percent: float | None = None, reps: int = 2000, seed: int = 0,
+                baseline: str | None = None, reference_scores=None, force: bool = False,
+                command: list[str] | None = None) -> Path:  # fmt: skip
+    """Write a report for the runs in ``paths`` (run or sweep directories of one task) to ``out``; returns ``out``.
 
-    Everything is checked and read before anything is written; the report is
-    built in a temporary sibling directory and renamed into place, so ``out``
-    is either the complete new report or untouched (with ``force``, an old
-    report is removed only once the new one is complete).
+    ``last_percent``: the share of each run's last updates whose mean is its final
+    value (default: the task's, ``Task.final_fraction``). Everything is checked
+    and read before anything is written; the report is built in a temporary
+    sibling directory and renamed into place (``ppo_jax.storage.atomic``), so
+    ``out`` is either the complete new report or untouched (with ``force``, an
+    old report is removed only once the new one is complete).
     """
-    out = Path(os.path.abspath(out))
+    out = absolute(out)
     if reps < 100:
         raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
-    _check_out(out, force)
+    check_out_dir(out, force, replaceable=lambda p: (p / "report.json").is_file(), what="report directory",
+                  marker="no report.json", error=ReportError)  # fmt: skip
     references = load_reference_scores(reference_scores)
     runs = load_sources([Path(p) for p in paths])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+    if last_percent is None:
+        last_percent = 100 * runs.task.final_fraction
+
+    def write(tmp: Path) -> None:
         result = _analyse(runs, tmp, last_percent=last_percent, reps=reps, seed=seed, baseline=baseline, references=references)
         record = {
+            "task": runs.task.name,
             "parameters": {"last_percent": last_percent, "reps": reps, "seed": seed, "baseline": result.get("baseline"),
                            "confidence": 0.95, "bootstrap": "rliable stratified percentile bootstrap"},
+            "score": {"metric": runs.task.score, "label": runs.task.score_label},
             "normalizers": {env: {"random": r, "best": b, "source": s} for env, (r, b, s) in result["normalizers"].items()},
             "setting_fields": runs.setting_fields,
             "settings": runs.settings,
             "sources": runs.provenance,
             "command": command,
         }  # fmt: skip
-        (tmp / "report.json").write_text(json.dumps(json_safe(record), indent=2) + "\n")
+        write_json(tmp / "report.json", record)
         write_index(tmp, result, record)
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-            out.rename(old)
-        tmp.rename(out)
-        if old is not None:
-            shutil.rmtree(old)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+
+    return write_directory(out, write)[0]

@@ -27,10 +27,12 @@ def _provenance(record: dict) -> list[str]:
 
 def _definitions(record: dict) -> list[str]:
     p = record["parameters"]
+    score = record.get("score", {"metric": "episode_return", "label": "episodic return"})
     lines = [
-        f"- **Final return** of a run: mean episodic return over the last {p['last_percent']:g}% of its logged updates "
-        "(from its own metrics table). **Evaluation** (if present): mean return of fresh episodes played by the final "
-        "parameters, sampling actions (stochastic) or taking the mode (deterministic).",
+        f"- **Final return** of a run ({record.get('task', 'ppo')} task): mean {score['label']} (`{score['metric']}`) over "
+        f"the last {p['last_percent']:g}% of its logged updates (from its own metrics table). **Evaluation** (if "
+        "present): mean return of fresh episodes played by the final parameters, sampling actions (stochastic) or "
+        "taking the mode (deterministic).",
         "- **Normalized score**: (final return - random) / (best - random) per env, so random play = 0 and the reference = 1:",
     ]
     for env, ref in record["normalizers"].items():
@@ -47,7 +49,8 @@ def _definitions(record: dict) -> list[str]:
 
 
 FIGURE_TITLES = {
-    "curves_return": "Learning curves: episodic return (IQM over seeds, 95% CI band)",
+    "curves_return": "Learning curves: the score (IQM over seeds, 95% CI band)",
+    "frontier": "Reward vs KL to the reference: final values per setting (mean over seeds, 95% CIs)",
     "curves_entropy": "Policy entropy during training (IQM over seeds, 95% CI band)",
     "sensitivity": "Sensitivity: normalized final score per setting (IQM, 95% CI), one line per env and all envs together",
     "heatmap": "Heat map: final return per cell of the grid (IQM [95% CI])",
@@ -68,10 +71,11 @@ def write_index(out: Path, result: dict, record: dict) -> None:
         md += [f"<details><summary>{name}: {title}</summary>", "", "```" + ("yaml" if kind == "sweep" else "json"), text.rstrip(), "```", "</details>", ""]
     sections = [("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
                 ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
-                ("evaluation.md", "Evaluation of the final parameters (mean over seeds)")]  # fmt: skip
+                ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
+                ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])")]  # fmt: skip
     for name, title in sections:
         if name in files["tables"]:
-            md += [f"## {title}", "", (out / name).read_text(), f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})" if name != "evaluation.md" else "", ""]
+            md += [f"## {title}", "", (out / name).read_text(), f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})" if (out / name.replace(".md", ".tex")).exists() else "", ""]
     if "baseline" in result:
         md += [f"Baseline for the probability of improvement: **{result['baseline']}**.", ""]
     stems = list(dict.fromkeys(f.rsplit(".", 1)[0] for f in files["figures"]))

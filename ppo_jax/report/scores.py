@@ -1,8 +1,10 @@
-"""Final returns and normalized scores.
+"""Final values and normalized scores.
 
-* **Final return** of a run: its mean episodic return over the last ``last_percent``
-  percent of its logged updates (at least one), from its own metrics table
-  (``ppo_jax.final_values.final_return``); NaN updates (no episode ended yet) are skipped.
+* **Final return** of a run (the column ``final_return``): the mean of its task's
+  score metric (``Task.score``: PPO's episodic return; RLHF's programmatic score)
+  over the last ``last_percent`` percent of its logged updates (at least one),
+  from its own metrics table (``ppo_jax.final_values.final_return``); NaN updates
+  (no episode ended yet) are skipped.
 * **Normalized score** (per environment): ``(R - random) / (best - random)``, so
   that a uniform random policy scores 0 and the reference best scores 1; scores
   above 1 beat the reference. ``random`` is measured by
@@ -12,7 +14,8 @@
   CartPole, the maximum the time limit allows. For an environment without a
   documented best (MinAtar here), ``best`` is the best final return among the
   settings in the report — the normalization of the PPO paper (Schulman et al.
-  2017, Sec. 6.1) — and the report says so.
+  2017, Sec. 6.1) — and the report says so. The RLHF copy task's score is a
+  share of positions right, so its own bounds, 0 and 1, normalize it.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from ppo_jax.report.sources import ReportError, Runs
+from ppo_jax.errors import ReportError
 from ppo_jax.final_values import final_return
+from ppo_jax.report.sources import Runs
 
 
 class Reference(NamedTuple):
@@ -44,6 +48,8 @@ REFERENCE_SCORES = {
     "MountainCarContinuous-v0": Reference(-32.75, 91.86, f"{_RANDOM_SOURCE}; {_ZOO} (ddpg, 91.858)"),
     "Breakout-MinAtar": Reference(0.41, None, f"{_RANDOM_SOURCE}; best: none documented"),
     "SpaceInvaders-MinAtar": Reference(4.20, None, f"{_RANDOM_SOURCE}; best: none documented"),
+    "copy": Reference(0.0, 1.0, "the programmatic score's bounds: 0 = no position of the intended response right, "
+                      "1 = every position (RLHF copy task; not a random policy)"),
 }
 
 
@@ -71,12 +77,12 @@ def load_reference_scores(path: Path | None) -> dict[str, Reference]:
 
 
 def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
-    """One row per run: env, setting, seed, final_return (mean return over the last ``last_percent``% of updates)."""
+    """One row per run: env, setting, seed, final_return (mean score over the last ``last_percent``% of updates)."""
     if not 0.0 < last_percent <= 100.0:
         raise ReportError(f"--last-percent must be in (0, 100], got {last_percent}.")
     rows = []
     for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
-        values = run.sort_values("update")["episode_return"].to_numpy()
+        values = run.sort_values("update")[runs.task.score].to_numpy()
         rows.append({"env": env, "setting": setting, "seed": seed, "final_return": float(final_return(values, last_percent / 100))})
     return pd.DataFrame(rows)
 

@@ -1,4 +1,4 @@
-"""Read run directories (``ppo-jax train --out``) and sweep directories (``ppo-jax sweep --out``) into one table.
+"""Read run directories (``ppo-jax train``/``rlhf --out``) and sweep directories (``ppo-jax sweep --out``) into one table.
 
     runs = load_sources([Path("runs/clip_eps_quick"), Path("runs/my_run")])
     runs.curves     # one row per run x logged update: source, env, setting, seed, update, env_steps, metrics
@@ -9,8 +9,10 @@ A *setting* is a configuration minus the environment and the seed. The fields
 that tell settings apart are those whose value differs between two runs **on
 the same environment** (so per-environment fields, such as a sweep's
 ``env_base:``, do not split settings); a setting's label is ``"f=v, g=w"`` over
-those fields (``"default"`` when there is one setting). Every problem with a
-file raises ``ReportError`` naming the file.
+those fields (``"default"`` when there is one setting). Every source must be
+of one task (config.json's / spec.json's ``task``; none: PPO): a report never
+mixes the scores of different tasks. Every problem with a file raises
+``ReportError`` naming the file.
 """
 
 from __future__ import annotations
@@ -22,16 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.config import PPOConfig
-from ppo_jax.validation import ConfigError
+from ppo_jax.errors import ConfigError, ReportError
+from ppo_jax.task import Task
+from ppo_jax.tasks import DEFAULT_TASK, get_task
 
-NOT_SETTING_FIELDS = ("env", "progress")
-EVAL_COLUMNS = ("eval_return_stochastic", "eval_return_deterministic")
-REQUIRED_COLUMNS = ("seed", "update", "env_steps", "episode_return")
-
-
-class ReportError(ConfigError):
-    """A report input that cannot be used; the message names the file and how to fix it."""
+KEY_COLUMNS = ("seed", "update", "env_steps")
 
 
 @dataclasses.dataclass
@@ -41,6 +38,7 @@ class Runs:
     settings: dict[str, dict]  # label -> distinguishing field values, in order of first appearance
     setting_fields: list[str]
     provenance: list[dict]  # per source: path, kind, name, metadata (versions, commit, command, hardware)
+    task: Task
 
 
 def _read_json(path: Path):
@@ -52,38 +50,47 @@ def _read_json(path: Path):
         raise ReportError(f"{path}: not valid JSON ({error}); the file is corrupt, rerun the run or sweep.") from None
 
 
-def _read_table(path: Path) -> pd.DataFrame:
+def _read_table(path: Path, task: Task) -> pd.DataFrame:
     if not path.is_file():
         raise ReportError(f"{path}: file missing; is {path.parent} a complete ppo-jax run or sweep directory?")
     try:
         table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as error:  # pyarrow / the CSV parser raise many types for damaged files
         raise ReportError(f"{path}: cannot be read as a table ({type(error).__name__}: {error}); the file is corrupt.") from None
-    missing = [c for c in REQUIRED_COLUMNS if c not in table.columns]
+    missing = [c for c in (*KEY_COLUMNS, task.score) if c not in table.columns]
     if missing:
-        raise ReportError(f"{path}: missing column(s) {missing}; this is not a ppo-jax metrics table.")
+        raise ReportError(f"{path}: missing column(s) {missing}; this is not a ppo-jax metrics table of task {task.name}.")
     if table.empty:
         raise ReportError(f"{path}: the metrics table has no rows.")
     return table
 
 
-def _config(values: dict, path: Path) -> dict:
-    """A full config dict (every PPOConfig field) from stored values, checked by PPOConfig itself."""
+def _task(name, path: Path) -> Task:
     try:
-        return PPOConfig.from_dict({k: v for k, v in values.items() if k != "seeds"}).to_dict()
+        return get_task(name)
+    except ConfigError as error:
+        raise ReportError(f"{path}: {error}") from None
+
+
+def _config(values: dict, path: Path, task: Task):
+    """The task's config from stored values, checked by the config class itself."""
+    try:
+        return task.config_class.from_dict({k: v for k, v in values.items() if k not in ("seeds", "task")})
     except (TypeError, ValueError, KeyError, ConfigError) as error:
-        raise ReportError(f"{path}: not a ppo-jax config ({error}).") from None
+        raise ReportError(f"{path}: not a ppo-jax {task.name} config ({error}).") from None
 
 
-def _load_run_dir(path: Path) -> tuple[pd.DataFrame, dict, dict]:
-    """A ``ppo-jax train`` directory -> (table, {seed: config}, metadata)."""
+def _load_run_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
+    """A ``ppo-jax train`` / ``rlhf`` directory -> (task, table, {seed: config dict}, metadata)."""
     raw = _read_json(path / "config.json")
     if not isinstance(raw, dict):
         raise ReportError(f"{path / 'config.json'}: expected a JSON object of config fields.")
-    config = _config(raw, path / "config.json")
+    task = _task(raw.get("task", DEFAULT_TASK), path / "config.json")
+    cfg = _config(raw, path / "config.json", task)
+    config = cfg.to_dict()
     metadata = _read_json(path / "metadata.json")
-    table = _read_table(path / "metrics.csv")
-    table.insert(0, "env", config["env"])
+    table = _read_table(path / "metrics.csv", task)
+    table.insert(0, "env", task.env_of(cfg))
     evaluation = path / "evaluation.csv"
     if evaluation.is_file():
         episodes = _read_table_plain(evaluation, ("seed", "policy", "return"))
@@ -93,7 +100,7 @@ def _load_run_dir(path: Path) -> tuple[pd.DataFrame, dict, dict]:
             if policy in means:
                 table[f"eval_return_{policy}"] = np.where(last, table["seed"].map(means[policy]), np.nan)
     configs = {int(seed): config for seed in table["seed"].unique()}
-    return table, configs, metadata
+    return task, table, configs, metadata
 
 
 def _read_table_plain(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
@@ -107,28 +114,31 @@ def _read_table_plain(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return table
 
 
-def _load_sweep_dir(path: Path) -> tuple[pd.DataFrame, dict, dict]:
-    """A ``ppo-jax sweep`` directory -> (table, {(env, setting_id): config}, metadata)."""
+def _load_sweep_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
+    """A ``ppo-jax sweep`` directory -> (task, table, {(env, setting_id): config dict}, metadata)."""
     record = _read_json(path / "spec.json")
+    spec = record.get("spec") if isinstance(record, dict) else None
+    task = _task(spec.get("task", DEFAULT_TASK) if isinstance(spec, dict) else DEFAULT_TASK, path / "spec.json")
     metadata = _read_json(path / "metadata.json")
     if not (path / "metrics.parquet").is_file() and (path / "chunks").is_dir():
         raise ReportError(
             f"{path / 'metrics.parquet'}: missing — the sweep has not finished; complete it with "
             f"`ppo-jax sweep {path / 'spec.yaml'} --out {path} --resume`."
         )
-    table = _read_table(path / "metrics.parquet")
+    table = _read_table(path / "metrics.parquet", task)
     try:
         base, env_base = record["spec"]["base"], record["spec"].get("env_base", {})
         configs = {}
         for setting in record["settings"]:
             values = {k: v for k, v in setting.items() if k not in ("setting_id", "env")}
             env = setting["env"]
+            env_values = {task.env_field: env} if task.env_field else {}
             configs[(env, int(setting["setting_id"]))] = _config(
-                {**base, **env_base.get(env, {}), **values, "env": env}, path / "spec.json"
-            )
+                {**base, **env_base.get(env, {}), **values, **env_values}, path / "spec.json", task
+            ).to_dict()
     except (KeyError, TypeError, AttributeError) as error:
         raise ReportError(f"{path / 'spec.json'}: not a ppo-jax sweep record (missing {error}).") from None
-    return table, configs, metadata
+    return task, table, configs, metadata
 
 
 def _label(values: dict) -> str:
@@ -146,26 +156,31 @@ def load_sources(paths: list[Path]) -> Runs:
     """Every run of every directory in ``paths``; ReportError on a missing, corrupt or unknown directory."""
     if not paths:
         raise ReportError("give at least one run or sweep directory.")
-    frames, provenance = [], []
+    frames, provenance, tasks = [], [], {}
     for index, path in enumerate(paths):
         path = Path(path)
         if not path.is_dir():
             raise ReportError(f"{path}: no such directory; give ppo-jax run or sweep directories.")
         if (path / "spec.json").exists():
-            kind, (table, configs, metadata) = "sweep", _load_sweep_dir(path)
+            kind, (task, table, configs, metadata) = "sweep", _load_sweep_dir(path)
             keys = list(zip(table["env"], table["setting_id"].astype(int)))
             unknown = sorted(set(keys) - set(configs))
             if unknown:
                 raise ReportError(f"{path / 'metrics.parquet'}: rows for (env, setting_id) {unknown[:3]} not in spec.json.")
             table = table.assign(_config=[configs[k] for k in keys])
         elif (path / "config.json").exists():
-            kind, (table, configs, metadata) = "run", _load_run_dir(path)
+            kind, (task, table, configs, metadata) = "run", _load_run_dir(path)
             table = table.assign(_config=[configs[int(s)] for s in table["seed"]])
         else:
             raise ReportError(
                 f"{path}: neither a run directory (config.json) nor a sweep directory (spec.json); "
                 "give directories written by `ppo-jax train --out` or `ppo-jax sweep --out`."
             )
+        tasks.setdefault(task.name, path)
+        if len(tasks) > 1:
+            (first, first_path), (other, other_path) = list(tasks.items())[:2]
+            raise ReportError(f"{other_path} is a {other} result and {first_path} a {first} one; a report compares "
+                              "runs of one task. Report them separately.")  # fmt: skip
         table = table.assign(source=index)
         frames.append(table)
         name = (metadata.get("sweep") or {}).get("name") or path.name
@@ -173,12 +188,13 @@ def load_sources(paths: list[Path]) -> Runs:
         spec_text = spec_file.read_text() if spec_file.is_file() else None
         provenance.append({"path": str(path), "kind": kind, "name": name, "metadata": metadata, "spec": spec_text})
     table = pd.concat(frames, ignore_index=True)
-    return _with_settings(table, provenance)
+    return _with_settings(table, provenance, task)
 
 
-def _with_settings(table: pd.DataFrame, provenance: list[dict]) -> Runs:
+def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> Runs:
     configs = table["_config"].tolist()
-    fields = [f for f in PPOConfig.__dataclass_fields__ if f not in NOT_SETTING_FIELDS]
+    fields = [f for f in dataclasses.fields(task.config_class) if f.name != task.env_field]
+    fields = [f.name for f in fields]
     varying = []
     for field in fields:
         per_env: dict[str, set] = {}
@@ -200,8 +216,8 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict]) -> Runs:
             f"run ({row.env}, {row.setting}, seed {row.seed}) appears in more than one input directory; "
             "give each run once."
         )
-    eval_cols = [c for c in EVAL_COLUMNS if c in table.columns]
+    eval_cols = [c for c in task.eval_names if c in table.columns]
     evals = table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", "seed", *eval_cols]] if eval_cols else \
         pd.DataFrame(columns=["source", "env", "setting", "seed"])  # fmt: skip
     curves = table.drop(columns=eval_cols)
-    return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance)
+    return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task)

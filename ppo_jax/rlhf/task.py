@@ -37,6 +37,7 @@ RLHF = Task(
     score="true_score",
     final_fraction=0.1,
     engine="ppo_jax.rlhf.train",
+    score_label="programmatic score",
     reported=("score", "true_score", "kl_ref", "response_length", "entropy"),
     env_id="copy",
     shared_fields=PRETRAIN_FIELDS,

@@ -186,6 +186,16 @@ prepare_shared = pretrain
 """What RLHF runs share: the SFT model (reference and initial actor) and the reward model."""
 
 
+def describe_shared(cfg: RlhfConfig, shared: Pretrained) -> dict[str, float]:
+    """Final pretraining losses: SFT NLL per response token and the reward model's Bradley-Terry loss (last 50 steps)."""
+    out = {}
+    if cfg.sft_steps:
+        out["sft_nll_per_token"] = float(jnp.mean(shared.sft_loss[-50:]))
+    if cfg.reward_model == "learned" and cfg.rm_steps:
+        out["reward_model_bt_loss"] = float(jnp.mean(shared.rm_loss[-50:]))
+    return out
+
+
 def evaluate(cfg: RlhfConfig, output: RlhfOutput, key: jax.Array) -> dict:
     """No separate evaluation: every update already scores fresh prompts with the programmatic scorer."""
     return {}

@@ -84,26 +84,27 @@ def read_json(path):
     return json.loads(Path(path).read_text())
 
 
-def check_out_dir(path, force: bool, *, replaceable: Callable[[Path], bool], what: str, marker: str) -> None:
+def check_out_dir(path, force: bool, *, replaceable: Callable[[Path], bool], what: str, marker: str,
+                  error: type[ConfigError] = ConfigError) -> None:  # fmt: skip
     """Check, before anything compiles, that a directory can be written at ``path``.
 
     ConfigError if ``path`` is a file; if it is a non-empty directory and ``force``
     is False; if ``force`` would replace a non-empty directory that
     ``replaceable`` rejects (not one of ours, by ``marker``: a guard against
     ``--out ~ --force``); or if the nearest existing parent is not a writable
-    directory. Creates nothing.
+    directory. Creates nothing. ``error``: the ConfigError subclass raised.
     """
     path = absolute(path)
     if path.exists() or path.is_symlink():
         if not path.is_dir():
-            raise ConfigError(f"--out {path} exists and is not a directory; choose another --out.")
+            raise error(f"--out {path} exists and is not a directory; choose another --out.")
         if any(path.iterdir()):
             if not force:
-                raise ConfigError(
+                raise error(
                     f"--out {path} exists and is not empty; pass --force to replace it, or choose another --out."
                 )
             if not replaceable(path):
-                raise ConfigError(
+                raise error(
                     f"--out {path} is not empty and is not a {what} ({marker}); refusing to replace it even "
                     "with --force. Choose another --out."
                 )
@@ -111,9 +112,9 @@ def check_out_dir(path, force: bool, *, replaceable: Callable[[Path], bool], wha
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise ConfigError(f"cannot create --out {path}: {parent} is not a directory.")
+        raise error(f"cannot create --out {path}: {parent} is not a directory.")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"cannot create --out {path}: {parent} is not writable.")
+        raise error(f"cannot create --out {path}: {parent} is not writable.")
 
 
 def _remove(path: Path) -> None:

@@ -191,7 +191,7 @@ def log_line(info: dict) -> str:
     compiled = f"compile {info['compile_seconds']:.1f} s, " if info["compile_seconds"] else ""
     return (
         f"chunk {info['chunk']}: {info['pairs']} pairs on {info['devices']} device(s), {compiled}"
-        f"run {info['run_seconds']:.1f} s, {info['env_steps_per_second']:,.0f} env steps/s"
+        f"run {info['run_seconds']:.1f} s, {info['env_steps_per_second']:,.0f} {info.get('unit', 'env steps')}/s"
     )
 
 

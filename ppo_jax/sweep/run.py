@@ -255,7 +255,8 @@ def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, 
     info = {
         "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": program.size - len(chunk.pairs),
         "compile_seconds": compile_seconds, "pretrain_seconds": pretrain_seconds, "run_seconds": run_seconds,
-        "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "memory_bytes": program.memory,
+        "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "unit": task.sample_unit,
+        "memory_bytes": program.memory,
         "devices": mesh.size, "host": socket.gethostname(), "finished": now_iso(),
     }  # fmt: skip
     return chunk_frame(the_plan.spec, chunk, metrics), info
@@ -341,7 +342,7 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
             elif out is None:
                 frames[chunk.chunk_id] = frame
             log(sweep_dir.log_line(info))
-            bar.set_postfix_str(f"{info['env_steps_per_second']:,.0f} env steps/s", refresh=False)
+            bar.set_postfix_str(f"{info['env_steps_per_second']:,.0f} {info['unit']}/s", refresh=False)
             bar.update()
     if out is None:
         return sort_table(the_plan.spec, pd.concat(frames.values(), ignore_index=True))

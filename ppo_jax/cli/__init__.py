@@ -1,0 +1,77 @@
+"""The ``ppo-jax`` command line.
+
+    ppo-jax train [--env ID] [--total-timesteps N] [... every PPOConfig field ...]
+                  [--seeds N] [--seed S] [--out DIR] [--force] [--no-progress]
+    ppo-jax rlhf [--beta B] [--clip-eps E] [... every RlhfConfig field ...] [--seeds N] [--out DIR]
+    ppo-jax sweep SPEC.yaml --out DIR [--resume] [--force] [--dry-run] [--chunk-size N]
+                  [--memory-budget SIZE] [--part I/N] [--distributed] [--cache-dir DIR]
+    ppo-jax report RUN_DIR [RUN_DIR ...] --out DIR [--last-percent P] [--reps N] [--baseline LABEL] [--force]
+    ppo-jax envs
+
+Modules: ``train`` (train and rlhf: one runner for any task), ``sweep``,
+``report``, ``common``. Exit status: 0 on success, 2 for input that cannot run
+(message on stderr, starting with ``error:``; tyro uses 2 for flags it cannot
+parse too), 1 if an output directory could not be written, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import tyro
+
+from ppo_jax.cli.common import say, stdout_to_devnull
+from ppo_jax.cli.report import Report, run_report
+from ppo_jax.cli.sweep import Sweep, run_sweep
+from ppo_jax.cli.train import Rlhf, Train, run_rlhf, run_train
+from ppo_jax.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Envs:
+    """List the environment ids accepted by --env: gymnax ids, then ppo_jax probe envs."""
+
+
+SUBCOMMANDS = {"train": Train, "sweep": Sweep, "report": Report, "rlhf": Rlhf, "envs": Envs}
+RUNNERS = {Train: run_train, Sweep: run_sweep, Report: run_report, Rlhf: run_rlhf}
+
+
+def parse(args=None):
+    """Parse the command line into a Train, Sweep, Report, Rlhf or Envs instance (tyro exits with 2 on bad flags)."""
+    return tyro.extras.subcommand_cli_from_dict(
+        SUBCOMMANDS,
+        prog="ppo-jax",
+        description="PPO to the letter in pure JAX: one jittable train function, vmapped over seeds and settings.",
+        args=args,
+    )
+
+
+def run_envs() -> int:
+    from ppo_jax.envs import known_env_names
+
+    say("\n".join(known_env_names()))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``ppo-jax``; returns the exit status."""
+    args_list = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = parse(args_list)
+    except BrokenPipeError:  # ppo-jax train --help | head
+        stdout_to_devnull()
+        return 1
+    try:
+        if isinstance(args, Envs):
+            return run_envs()
+        return RUNNERS[type(args)](args, ["ppo-jax", *args_list])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

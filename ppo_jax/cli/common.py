@@ -1,0 +1,47 @@
+"""What every ``ppo-jax`` subcommand shares: printing that survives a closed pipe, seeds and keys, number format."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ppo_jax.errors import ConfigError
+
+MAX_SEED = 2**32 - 1  # jax.random.key keeps only the low 32 bits without jax_enable_x64
+
+
+def stdout_to_devnull() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def say(*parts) -> None:
+    """print to stdout; if stdout was closed (``ppo-jax train ... | head``), keep going silently."""
+    try:
+        print(*parts, flush=True)
+    except BrokenPipeError:
+        stdout_to_devnull()
+
+
+def seed_list(seed: int, num_seeds: int, flag: str = "--seed") -> list[int]:
+    """The integer seed of each run: seed, seed+1, ..., seed+num_seeds-1 (checked to fit in 32 bits)."""
+    if isinstance(num_seeds, bool) or num_seeds < 1:
+        raise ConfigError(f"--seeds must be a positive integer, got {num_seeds}.")
+    if seed < 0 or seed + num_seeds - 1 > MAX_SEED:
+        raise ConfigError(
+            f"seeds must lie in [0, {MAX_SEED}] (JAX keeps 32 bits of a seed), got {flag} {seed} with "
+            f"--seeds {num_seeds} (last seed {seed + num_seeds - 1})."
+        )
+    return list(range(seed, seed + num_seeds))
+
+
+def make_keys(seeds: list[int]):
+    """Stacked PRNG keys, one per seed: ``jax.random.key(s)`` for each s."""
+    import jax
+    import jax.numpy as jnp
+
+    return jnp.stack([jax.random.key(s) for s in seeds])
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return "nan" if x != x else f"{x:.{digits}f}"

@@ -1,0 +1,53 @@
+"""``ppo-jax report DIR... --out R``: rliable statistics, figures and tables of run and sweep directories."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Annotated
+
+import tyro
+
+from ppo_jax.cli.common import say
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """Report on run and sweep directories: rliable statistics, figures (PNG and PDF), Markdown and LaTeX tables, index.md and index.html.
+
+    A run's final value = mean of the task's score (PPO: episodic return; RLHF: the
+    programmatic score) over the last --last-percent of its updates. Scores are
+    normalized per env by a random policy (0) and a documented best score (1)
+    (ppo_jax/report/scores.py; override with --reference-scores). RLHF sweeps also
+    get the reward-vs-KL frontier figure.
+    All CIs: rliable's stratified bootstrap, 95%, --reps replicates, seeded.
+    """
+
+    dirs: Annotated[tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
+    """Run directories (ppo-jax train --out) and sweep directories (ppo-jax sweep --out)."""
+    out: Annotated[Path, tyro.conf.arg(metavar="DIR")]
+    """Report directory to write (index.md, index.html, figures, tables, data)."""
+    last_percent: float | None = None
+    """Final value = mean score over this last percentage of each run's logged updates (default: the task's, PPO 5, RLHF 10)."""
+    reps: int = 2000
+    """Bootstrap replicates per confidence interval."""
+    seed: int = 0
+    """Seed of the bootstrap resampling (the report is reproducible for a given seed)."""
+    baseline: str | None = None
+    """Setting label to compare every other setting against (probability of improvement); default: the best by IQM."""
+    reference_scores: Annotated[Path | None, tyro.conf.arg(metavar="FILE.yaml")] = None
+    """YAML {env: {random: R, best: B, source: text}} adding or replacing reference scores."""
+    force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
+    """Replace an existing report directory at --out (only one with report.json; removed once the new one is complete)."""
+
+def run_report(args: Report, argv: list[str]) -> int:
+    from ppo_jax.report import make_report
+
+    path = make_report(
+        list(args.dirs), args.out, last_percent=args.last_percent, reps=args.reps, seed=args.seed,
+        baseline=args.baseline, reference_scores=args.reference_scores, force=args.force, command=argv,
+    )  # fmt: skip
+    say(f"report: {path / 'index.md'} (and index.html)")
+    return 0
+
+

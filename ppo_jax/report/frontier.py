@@ -1,0 +1,98 @@
+"""The reward vs KL-to-reference frontier of RLHF runs (Stiennon et al. 2020, fig. 5; Gao et al. 2022, fig. 1).
+
+Per setting: the final KL(pi || pi_ref) per response (``kl_ref``), the final
+reward-model score (``score``) and the final programmatic score
+(``true_score``), each the mean over seeds of the runs' final values (mean over
+the report's last percent of updates) with a 95% percentile-bootstrap CI over
+seeds (``ppo_jax.final_values.bootstrap_ci``). The figure puts KL on x and the
+two scores on y, one series per value of a second swept field (clip_eps when
+swept), points in order of the first (beta when swept); a gap between the
+reward model's score and the programmatic one is over-optimisation of the proxy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.report import figures
+from ppo_jax.report.sources import Runs
+
+METRICS = ("kl_ref", "score", "true_score")
+PANELS = (("score", "reward-model score"), ("true_score", "programmatic score"))
+
+
+def applies(runs: Runs) -> bool:
+    """True for runs that record all of METRICS (the RLHF task)."""
+    return all(m in runs.curves.columns for m in METRICS)
+
+
+def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
+    """One row per setting: its swept values, seeds, and per metric ``m``: ``m``, ``m_ci95_low``, ``m_ci95_high``."""
+    rows = []
+    for (env, setting), group in runs.curves.groupby(["env", "setting"], sort=False):
+        per_seed = {m: [] for m in METRICS}
+        for _, run in group.groupby("seed", sort=False):
+            run = run.sort_values("update")
+            for m in METRICS:
+                per_seed[m].append(float(final_return(run[m].to_numpy(), last_percent / 100)))
+        row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(per_seed["kl_ref"])}
+        for m, values in per_seed.items():
+            row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = bootstrap_ci(values)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _axes(fields: list[str]) -> tuple[str | None, str | None]:
+    """(order field, series field): beta orders the points and clip_eps splits the series when swept."""
+    order = "beta" if "beta" in fields else (fields[0] if fields else None)
+    rest = [f for f in fields if f != order]
+    series = "clip_eps" if "clip_eps" in rest else (rest[0] if rest else None)
+    return order, series
+
+
+def plot(table: pd.DataFrame, fields: list[str], out: Path, name: str) -> list[str]:
+    """Two panels (reward-model score, programmatic score) against the final KL; error bars are the 95% CIs."""
+    import matplotlib.pyplot as plt
+
+    order, series = _axes(fields)
+    groups = list(table.groupby(series, sort=True)) if series else [(None, table)]
+    colours = figures.colours(len(groups))
+    with plt.rc_context(figures.STYLE):
+        fig, axes = plt.subplots(1, 2, figsize=(figures.PANEL[0] * 2, figures.PANEL[1] * 1.2))
+        for ax, (metric, label) in zip(axes, PANELS):
+            for i, (value, group) in enumerate(groups):
+                group = group.sort_values(order) if order else group
+                x, y = group["kl_ref"].to_numpy(float), group[metric].to_numpy(float)
+                xerr = np.abs(np.stack([x - group["kl_ref_ci95_low"], group["kl_ref_ci95_high"] - x]))
+                yerr = np.abs(np.stack([y - group[f"{metric}_ci95_low"], group[f"{metric}_ci95_high"] - y]))
+                ax.errorbar(x, y, xerr=np.nan_to_num(xerr), yerr=np.nan_to_num(yerr), color=colours[i],
+                            marker=figures.MARKERS[i % len(figures.MARKERS)], markersize=4, linewidth=1.0, capsize=2,
+                            label=f"{series} = {value:g}" if series else None)  # fmt: skip
+                if i == 0 and order:
+                    for xi, yi, v in zip(x, y, group[order]):
+                        ax.annotate(f"{order}={v:g}", (xi, yi), textcoords="offset points", xytext=(3, -9), fontsize=6)
+            ax.set_xlabel("KL(π ‖ π_ref) per response, final (nats)")
+            ax.set_ylabel(f"{label}, final")
+            ax.grid(alpha=0.3)
+        if series:
+            axes[0].legend()
+        fig.tight_layout()
+        return figures.save(fig, out, name)
+
+
+def markdown(table: pd.DataFrame, fields: list[str]) -> str:
+    """The frontier as a Markdown table: one row per setting, final values as mean [95% CI] over seeds."""
+
+    def cell(row, m):
+        return f"{row[m]:.3f} [{row[m + '_ci95_low']:.3f}, {row[m + '_ci95_high']:.3f}]"
+
+    head = [*fields, "seeds", "KL to reference (nats)", "reward-model score", "programmatic score"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for _, row in table.iterrows():
+        values = [f"{row[f]:g}" if isinstance(row[f], float) else str(row[f]) for f in fields]
+        lines.append("| " + " | ".join([*values, str(row["seeds"]), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")]) + " |")
+    return "\n".join(lines) + "\n"
