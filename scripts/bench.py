@@ -4,9 +4,10 @@ Prints a table and writes JSON. For each case: compile seconds (ahead of time,
 ``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
 runs after compiling) and env steps per second (all seeds together).
 
-Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, 1 seed
-with the progress callback on (its cost), and the rollout alone (env + policy
-forward, no update) as the ceiling.
+Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, 1 and 16
+seeds with the ``on_update`` progress callback in the program (its cost; the
+reporter shows nothing, as under ``ppo-jax train --no-progress``), and the
+rollout alone (env + policy forward, no update) as the ceiling.
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
@@ -23,21 +24,22 @@ from pathlib import Path
 import jax
 from jax import lax
 
-from ppo_jax import PPOConfig, train
+from ppo_jax import PPOConfig
 from ppo_jax.envs import make_env
-from ppo_jax.progress import ProgressBar
+from ppo_jax.progress import ProgressReporter
 from ppo_jax.rollout import rollout
-from ppo_jax.run_dir import collect_metadata
-from ppo_jax.train import init_runner
+from ppo_jax.storage.provenance import collect_metadata
+from ppo_jax.train import init_runner, train
 
 CASES = {
-    # name: (seeds, config overrides)
-    "seeds1": (1, {}),
-    "seeds16": (16, {}),
-    "seeds64": (64, {}),
-    "envs256": (1, {"num_envs": 256}),
-    "progress": (1, {"progress": True}),
-    "rollout": (1, {}),
+    # name: (seeds, config overrides, progress callback)
+    "seeds1": (1, {}, False),
+    "seeds16": (16, {}, False),
+    "seeds64": (64, {}, False),
+    "envs256": (1, {"num_envs": 256}, False),
+    "progress1": (1, {}, True),
+    "progress16": (16, {}, True),
+    "rollout": (1, {}, False),
 }
 
 
@@ -53,11 +55,16 @@ def rollout_only(cfg: PPOConfig, key: jax.Array) -> jax.Array:
 
 
 def measure(name: str, total_timesteps: int, repeats: int) -> dict:
-    seeds, overrides = CASES[name]
+    seeds, overrides, progress = CASES[name]
     cfg = PPOConfig(env="CartPole-v1", **overrides)
     # At least 30 updates per run, so that large batches are not measured on 2 updates.
     cfg = cfg.replace(total_timesteps=max(total_timesteps, 30 * cfg.batch_size))
-    fn = rollout_only if name == "rollout" else train
+    reporter = ProgressReporter(cfg.num_updates, cfg.batch_size, seeds, score="episode_return", enabled=False)
+    if name == "rollout":
+        fn = rollout_only
+    else:
+        def fn(cfg, key):
+            return train(cfg, key, on_update=reporter if progress else None)
     fn = jax.vmap(fn, in_axes=(None, 0))
     keys = jax.random.split(jax.random.key(0), seeds)
 
@@ -66,10 +73,9 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     compile_s = time.perf_counter() - start
     times = []
     for _ in range(repeats):
-        with ProgressBar(cfg.num_updates, cfg.batch_size, num_runs=seeds, disable=True):
-            start = time.perf_counter()
-            jax.block_until_ready(compiled(cfg, keys))
-            times.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(cfg, keys))
+        times.append(time.perf_counter() - start)
     env_steps = seeds * cfg.num_updates * cfg.batch_size
     return {
         "case": name,
@@ -93,14 +99,14 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
-    header = f"{'case':<9} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
+    header = f"{'case':<10} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
     print(header)
     print("-" * len(header))
     for name in args.cases:
         row = measure(name, args.total_timesteps, args.repeats)
         rows.append(row)
         print(
-            f"{row['case']:<9} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} "
+            f"{row['case']:<10} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} "
             f"{row['compile_s']:>9.2f} {row['run_s']:>7.2f} {row['env_steps_per_s']:>12,}",
             flush=True,
         )

@@ -132,7 +132,7 @@ def main() -> None:
     print(f"\nend to end: the sweep is {speedup:.1f}x faster; its env steps/s are {ratio:.1f}x a single run's "
           f"(XLA memory estimate of its chunk: {sweep['xla_memory_mib']:.1f} MiB, {sweep['chunks']} chunk(s))")  # fmt: skip
 
-    from ppo_jax.run_dir import collect_metadata
+    from ppo_jax.storage.provenance import collect_metadata
 
     result = {"sweep": sweep, "separate": separate, "speedup_end_to_end": speedup, "env_steps_per_s_ratio": ratio,
               "settings": rows, "seeds": args.seeds, "total_timesteps": args.total_timesteps,

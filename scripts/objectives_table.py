@@ -16,11 +16,10 @@ import argparse
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from ppo_jax.envs import make_env
+from ppo_jax.evaluate import random_policy_returns
 from ppo_jax.final_values import bootstrap_ci, final_return
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
@@ -55,30 +54,8 @@ def label(objective: str, clip_eps: float, kl_target: float, kl_beta: float) -> 
 
 
 def random_policy_return(env_name: str, episodes: int, seed: int = 0) -> float:
-    """Mean return of uniformly random actions over ``episodes`` full episodes (inside jit)."""
-    spec = make_env(env_name)
-    env, params = spec.env, spec.params
-    horizon = int(params.max_steps_in_episode)
-
-    def episode(key):
-        reset_key, key = jax.random.split(key)
-        _, state = env.reset(reset_key, params)
-
-        def step(carry, key):
-            state, total, alive = carry
-            act_key, step_key = jax.random.split(key)
-            if spec.discrete:
-                action = jax.random.randint(act_key, (), 0, spec.action_dim)
-            else:
-                action = jax.random.uniform(act_key, (spec.action_dim,), minval=spec.action_low, maxval=spec.action_high)
-            _, state, reward, terminated, truncated, _ = env.step(step_key, state, action, params)
-            total = total + alive * reward
-            return (state, total, alive * (1.0 - jnp.logical_or(terminated, truncated))), None
-
-        (_, total, _), _ = jax.lax.scan(step, (state, 0.0, 1.0), jax.random.split(key, horizon))
-        return total
-
-    return float(jax.jit(jax.vmap(episode))(jax.random.split(jax.random.key(seed), episodes)).mean())
+    """Mean return of uniformly random actions over ``episodes`` full episodes (``ppo_jax.evaluate``)."""
+    return float(random_policy_returns(env_name, jax.random.key(seed), episodes).mean())
 
 
 def scores(table: pd.DataFrame) -> pd.DataFrame:
@@ -132,7 +109,7 @@ def main() -> None:
     header = [
         f"Random-policy return (uniform actions, {args.random_episodes} episodes): "
         + ", ".join(f"{env} {score:.1f}" for env, score in random_scores.items()),
-        f"Best setting per env (= 1): " + ", ".join(f"{env} {best[env]:.1f}" for env in envs),
+        "Best setting per env (= 1): " + ", ".join(f"{env} {best[env]:.1f}" for env in envs),
         "",
     ]
     text = "\n".join(header + lines)

@@ -4,7 +4,7 @@
 
 A uniform random policy (categorical over the actions; uniform in the action
 box) plays ``--episodes`` episodes of each environment, inside jit, with a
-fixed key. Prints a table of mean return with its standard error, and writes
+fixed key (``ppo_jax.evaluate.random_policy_returns``: the same episode player as evaluation). Prints a table of mean return with its standard error, and writes
 JSON. The numbers in ``ppo_jax/report/scores.py`` (RANDOM_SCORES) come from
 this script with its defaults.
 """
@@ -15,39 +15,16 @@ import argparse
 import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
-from ppo_jax.envs import make_env
+from ppo_jax.evaluate import random_policy_returns
 
 ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCarContinuous-v0", "Breakout-MinAtar", "SpaceInvaders-MinAtar")
 
 
 def random_returns(name: str, episodes: int, key: jax.Array) -> np.ndarray:
     """Undiscounted returns of ``episodes`` episodes of a uniform random policy: ``float[episodes]``."""
-    spec = make_env(name)
-    reset_key, run_key = jax.random.split(key)
-    obs, state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, episodes), spec.params)
-    step = jax.vmap(spec.env.step, in_axes=(0, 0, 0, None))
-
-    def act(key):
-        if spec.discrete:
-            return jax.random.randint(key, (episodes,), 0, spec.action_dim)
-        return jax.random.uniform(key, (episodes, spec.action_dim), minval=spec.action_low, maxval=spec.action_high)
-
-    def body(carry, _):
-        state, key, alive, total = carry
-        key, act_key, step_key = jax.random.split(key, 3)
-        _, state, reward, terminated, truncated, _ = step(jax.random.split(step_key, episodes), state, act(act_key), spec.params)
-        total = total + jnp.where(alive, reward, 0.0)
-        alive = alive & ~(terminated | truncated)
-        return (state, key, alive, total), None
-
-    carry = (state, run_key, jnp.ones((episodes,), bool), jnp.zeros((episodes,)))
-    (_, _, alive, total), _ = jax.jit(lambda c: lax.scan(body, c, None, length=int(spec.params.max_steps_in_episode)))(carry)
-    assert not bool(alive.any()), f"{name}: an episode outlived max_steps_in_episode"
-    return np.asarray(total, dtype=np.float64)
+    return random_policy_returns(name, key, episodes)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ def _provenance(record: dict) -> list[str]:
         lines += [
             f"- **{source['name']}** ({source['kind']} directory `{source['path']}`)",
             f"  - commit `{commit}`{dirty}; command `{command}`",
-            f"  - versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "?"),
+            "  - versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "?"),
             f"  - hardware: {hardware}; started {meta.get('start_time', '?')}, ended {meta.get('end_time', '?')}",
         ]
     return lines

@@ -12,17 +12,17 @@ the loss.
 
 Modules, one idea each:
 
-    task.py          the toy sequence task: prompts, targets, demonstrations, masks
+    copy_task.py     the toy sequence task: prompts, targets, demonstrations, masks
     models.py        a small GRU language model (actor, reference), critic and scorer
     reward_model.py  the programmatic scorer and the Bradley-Terry reward model
     sft.py           supervised warm start (SFT) on demonstrations: the reference
     rewards.py       per-token KL reward, score placement, advantages over response tokens
-    loss.py          the per-token PPO loss, masked to response tokens
+    token_loss.py    the per-token PPO loss, masked to response tokens
     config.py        RlhfConfig: static fields and float32 traced leaves; validation
-    train.py         pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable
-    cli.py           ``ppo-jax rlhf`` (Rlhf, run_rlhf)
-    run_dir.py       run directories and final values
-    frontier.py      the beta x clip_eps frontier experiment: spec, one program, table, figure
+    train.py         pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable; the engine
+    task.py          RLHF as a ``ppo_jax.task.Task``: metric names, score, shared pretraining
 
+Run it with ``ppo-jax rlhf`` (``ppo_jax.cli.train``), sweep it with ``ppo-jax sweep``
+(``task: rlhf``), report it with ``ppo-jax report``: the same code as PPO.
 ``ppo_jax.rlhf.train.train`` is imported from its module (this package exports no names).
 """

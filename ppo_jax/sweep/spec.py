@@ -56,27 +56,23 @@ Floats follow YAML 1.2 (``1e-3`` is a number, not the string PyYAML makes of it)
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import math
-import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ppo_jax.config_fields import field_names
 from ppo_jax.errors import ConfigError, SpecError, close_matches
-from ppo_jax.sweep.spec_values import as_number, coerce, column_value, field_kind, short_float
+from ppo_jax.sweep.spec_axes import (
+    ENV_NOT_AXIS, SpecContext, check_axis_name, expand_grid, expand_random, expand_zip, mapping, validated,
+)  # fmt: skip
+from ppo_jax.sweep.spec_values import column_value, short_float
 from ppo_jax.sweep.spec_yaml import Locator, parse_yaml
 from ppo_jax.task import Task
 from ppo_jax.tasks import DEFAULT_TASK, get_task
 
 TOP_KEYS = ("name", "description", "task", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "pretrain", "log_every")
-RANDOM_KEYS = ("num_samples", "seed", "axes")
 PRETRAIN_KEYS = ("seed", "per_setting")
-DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
-ENV_NOT_AXIS = "env cannot be swept: list environments under `envs:` and give env-specific fields under `env_base:`."
 MAX_SEED = 2**32 - 1  # jax.random.key keeps 32 bits of a seed
 
 
@@ -112,167 +108,10 @@ class SweepSpec:
         return len(self.settings) // len(self.envs)
 
 
-# ----------------------------------------------------------------------------- values
-
-
-class _Context(Locator):
-    """A Locator that also holds the spec's task and base config (what single values are validated against)."""
-
-    def __init__(self, filename: str, lines: dict[tuple, int], task: Task):
-        super().__init__(filename, lines)
-        self.task, self.base = task, task.config_class()
-        self.fields = field_names(task.config_class)
-        self.shared_fixed = False  # set once pretrain: is read: shared fields cannot be axes
-
-    def coerce(self, name: str, value, path: tuple):
-        return coerce(self.task.config_class, name, value, self, path)
-
-    def kind(self, name: str) -> str:
-        return field_kind(self.task.config_class, name)
-
-
-def _check_axis_name(name, ctx: _Context, path: tuple, taken: dict) -> None:
-    if name in ("seed", "seeds"):
-        raise ctx.error(path, "seeds are not a config field; list them under the top-level `seeds:` key.")
-    if name not in ctx.fields:
-        config = ctx.task.config_class.__name__
-        raise ctx.error(path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}")
-    if taken is None:  # base: any field; an axis overrides it
-        return
-    if name == ctx.task.env_field:
-        raise ctx.error(path, ENV_NOT_AXIS)
-    if ctx.shared_fixed and name in ctx.task.shared_fields:
-        raise ctx.error(
-            path,
-            f"{name} only affects pretraining, which this sweep shares across settings (one pretrained model per "
-            "program); fix it under base:, or set `pretrain: {per_setting: true}` to pretrain every setting's own.",
-        )
-    if name in taken:
-        raise ctx.error(path, f"{name} is already swept in {taken[name]}; sweep each field in one place only.")
-    taken[name] = ".".join(map(str, path[:-1]))
-
-
-def _values_list(raw, ctx: _Context, path: tuple, name: str | None = None) -> list:
-    name = name or path[-1]
-    if not isinstance(raw, list):
-        raise ctx.error(
-            path, f"an axis is a list of values, got {raw!r}; to fix {name} for every setting, put it under base."
-        )
-    if not raw:
-        raise ctx.error(path, f"axis {name} is empty; give at least one value.")
-    values = [ctx.coerce(name, v, path + (i,)) for i, v in enumerate(raw)]
-    for i, value in enumerate(values):  # each value alone, against the base
-        _validated(ctx, path + (i,), **{name: value})
-    return values
-
-
-def _validated(ctx: _Context, path: tuple, **values):
-    """The base config with ``values`` replaced, validated; errors point at ``path``."""
-    try:
-        return ctx.task.validate(ctx.base.replace(**values))
-    except ConfigError as error:
-        raise ctx.error(path, str(error)) from None
-
-
-def _mapping(raw, ctx: _Context, path: tuple) -> dict:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ctx.error(path, f"expected a mapping of field: values, got {raw!r}.")
-    return raw
-
-
-# ----------------------------------------------------------------------------- axes
-
-
-def _list_axes(raw, ctx: _Context, taken: dict, block: str) -> dict[str, list]:
-    axes = {}
-    for name, values in _mapping(raw, ctx, (block,)).items():
-        _check_axis_name(name, ctx, (block, name), taken)
-        axes[name] = _values_list(values, ctx, (block, name))
-    return axes
-
-
-def expand_grid(raw, ctx: _Context, taken: dict) -> tuple[dict, list[dict]]:
-    """(normal form, rows): the Cartesian product of the axes, the last varying fastest."""
-    axes = _list_axes(raw, ctx, taken, "grid")
-    rows = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
-    return axes, rows
-
-
-def expand_zip(raw, ctx: _Context, taken: dict) -> tuple[dict, list[dict]]:
-    """(normal form, rows): row i takes the i-th value of every axis; lengths must agree."""
-    axes = _list_axes(raw, ctx, taken, "zip")
-    lengths = {k: len(v) for k, v in axes.items()}
-    if len(set(lengths.values())) > 1:
-        raise ctx.error(("zip",), f"zip axes must have equal lengths, got {lengths}.")
-    rows = [dict(zip(axes, combo)) for combo in zip(*axes.values())] if axes else [{}]
-    return axes, rows
-
-
-def _distribution(name: str, raw, ctx: _Context, path: tuple) -> tuple[str, list]:
-    if not isinstance(raw, dict) or len(raw) != 1:
-        raise ctx.error(path, f"give one distribution, e.g. {{log_uniform: [1e-5, 1e-2]}}; one of {DISTRIBUTIONS}.")
-    (dist, args), kind = next(iter(raw.items())), ctx.kind(name)
-    if dist not in DISTRIBUTIONS:
-        raise ctx.error(path + (dist,), f"unknown distribution {dist!r}.{close_matches(dist, DISTRIBUTIONS)}")
-    if dist == "choice":
-        return dist, _values_list(args, ctx, path + (dist,), name)
-    wanted = "int" if dist == "int_uniform" else "float"
-    if kind != wanted:
-        raise ctx.error(path, f"{dist} needs a {wanted} field; {name} is {kind}: use choice: [...].")
-    bounds = [as_number(a) for a in args] if isinstance(args, list) and len(args) == 2 else [None]
-    if None in bounds or not bounds[0] < bounds[1] or not all(map(math.isfinite, bounds)):
-        raise ctx.error(path + (dist,), f"{dist} takes [low, high] with finite low < high, got {args!r}.")
-    if dist == "log_uniform" and bounds[0] <= 0:
-        raise ctx.error(path + (dist,), f"log_uniform needs low > 0, got {args!r}.")
-    for i, bound in enumerate(bounds):
-        _validated(ctx, path + (dist, i), **{name: ctx.coerce(name, bound, path + (dist, i))})
-    return dist, [ctx.coerce(name, b, path + (dist, i)) for i, b in enumerate(bounds)]
-
-
-def sample_axis(name: str, dist: str, args: list, num_samples: int, seed: int) -> list:
-    """``num_samples`` draws of one random axis (see the module docstring for the generator)."""
-    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
-    if dist == "uniform":
-        draws = rng.uniform(args[0], args[1], num_samples)
-    elif dist == "log_uniform":
-        draws = np.exp(rng.uniform(np.log(args[0]), np.log(args[1]), num_samples))
-    elif dist == "int_uniform":
-        return [int(v) for v in rng.integers(args[0], args[1] + 1, num_samples)]
-    else:
-        return [args[i] for i in rng.integers(0, len(args), num_samples)]
-    return [short_float(v) for v in draws]
-
-
-def expand_random(raw, ctx: _Context, taken: dict) -> tuple[dict, list[dict]]:
-    """(normal form, rows): ``num_samples`` rows drawn with the spec's sampling seed."""
-    raw = _mapping(raw, ctx, ("random",))
-    if not raw:
-        return {}, [{}]
-    for key in raw:
-        if key not in RANDOM_KEYS:
-            raise ctx.error(("random", key), f"unknown key {key!r}.{close_matches(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}.")
-    num, seed = raw.get("num_samples"), raw.get("seed", 0)
-    for key, value, low in (("num_samples", num, 1), ("seed", seed, 0)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ctx.error(("random", key), f"{key} must be an integer >= {low}, got {value!r}.")
-    axes = {}
-    for name, dist in _mapping(raw.get("axes"), ctx, ("random", "axes")).items():
-        _check_axis_name(name, ctx, ("random", "axes", name), taken)
-        axes[name] = _distribution(name, dist, ctx, ("random", "axes", name))
-    if not axes:
-        raise ctx.error(("random", "axes"), "random needs at least one axis under axes:.")
-    samples = {name: sample_axis(name, d, args, num, seed) for name, (d, args) in axes.items()}
-    rows = [{name: samples[name][i] for name in axes} for i in range(num)]
-    normal = {"num_samples": num, "seed": seed, "axes": {n: {d: list(a)} for n, (d, a) in axes.items()}}
-    return normal, rows
-
-
 # ----------------------------------------------------------------------------- spec
 
 
-def _seeds(raw, ctx: _Context) -> tuple[int, ...]:
+def _seeds(raw, ctx: SpecContext) -> tuple[int, ...]:
     if isinstance(raw, int) and not isinstance(raw, bool):
         if raw < 1:
             raise ctx.error(("seeds",), f"seeds must be a positive count or a list of seeds, got {raw}.")
@@ -286,7 +125,7 @@ def _seeds(raw, ctx: _Context) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _envs(raw, base, ctx: _Context, taken: dict) -> tuple[str, ...]:
+def _envs(raw, base, ctx: SpecContext, taken: dict) -> tuple[str, ...]:
     field = ctx.task.env_field
     if field is None:
         if raw is not None:
@@ -300,21 +139,21 @@ def _envs(raw, base, ctx: _Context, taken: dict) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(e, str) for e in raw) or len(set(raw)) != len(raw):
         raise ctx.error(("envs",), f"envs must be a non-empty list of distinct environment ids, got {raw!r}.")
     for i, env in enumerate(raw):
-        _validated(ctx, ("envs", i), **{field: env})
+        validated(ctx, ("envs", i), **{field: env})
     return tuple(raw)
 
 
-def _env_base(raw, envs: tuple[str, ...], base, ctx: _Context, taken: dict) -> dict[str, dict]:
+def _env_base(raw, envs: tuple[str, ...], base, ctx: SpecContext, taken: dict) -> dict[str, dict]:
     """``env_base:`` -> {env: {field: value}}: fields applied over base for that env only, before the axes."""
     out = {}
     if raw is not None and ctx.task.env_field is None:
         raise ctx.error(("env_base",), f"task {ctx.task.name} has one environment; put its fields under base:.")
-    for env, fields in _mapping(raw, ctx, ("env_base",)).items():
+    for env, fields in mapping(raw, ctx, ("env_base",)).items():
         if env not in envs:
             raise ctx.error(("env_base", env), f"env_base names {env!r}, which is not under envs: {list(envs)}.")
         values = {}
-        for name, value in _mapping(fields, ctx, ("env_base", env)).items():
-            _check_axis_name(name, ctx, ("env_base", env, name), None)
+        for name, value in mapping(fields, ctx, ("env_base", env)).items():
+            check_axis_name(name, ctx, ("env_base", env, name), None)
             if name == ctx.task.env_field:
                 raise ctx.error(("env_base", env, name), ENV_NOT_AXIS)
             if name in taken:
@@ -328,10 +167,10 @@ def _env_base(raw, envs: tuple[str, ...], base, ctx: _Context, taken: dict) -> d
     return out
 
 
-def _base(raw, ctx: _Context):
+def _base(raw, ctx: SpecContext):
     values = {}
-    for name, value in _mapping(raw, ctx, ("base",)).items():
-        _check_axis_name(name, ctx, ("base", name), None)
+    for name, value in mapping(raw, ctx, ("base",)).items():
+        check_axis_name(name, ctx, ("base", name), None)
         values[name] = ctx.coerce(name, value, ("base", name))
     try:
         ctx.base = ctx.task.validate(ctx.base.replace(**values))
@@ -350,13 +189,13 @@ def _task(raw, ctx: Locator) -> Task:
         raise ctx.error(("task",), str(error)) from None
 
 
-def _pretrain(raw, ctx: _Context) -> tuple[int, bool]:
+def _pretrain(raw, ctx: SpecContext) -> tuple[int, bool]:
     """``pretrain: {seed, per_setting}`` -> (seed, per_setting); only for tasks whose settings share something."""
     if not ctx.task.shared_fields:
         if raw is not None:
             raise ctx.error(("pretrain",), f"task {ctx.task.name} shares nothing between settings; remove pretrain:.")
         return 0, False
-    raw = _mapping(raw, ctx, ("pretrain",))
+    raw = mapping(raw, ctx, ("pretrain",))
     for key in raw:
         if key not in PRETRAIN_KEYS:
             raise ctx.error(("pretrain", key), f"unknown key {key!r}.{close_matches(key, PRETRAIN_KEYS)} Expected {PRETRAIN_KEYS}.")
@@ -372,7 +211,7 @@ def _describe(values: dict) -> str:
     return ", ".join(f"{k}={column_value(v)}" for k, v in values.items()) or "base"
 
 
-def _check_distinct(settings: list[Setting], task: Task, ctx: _Context, path: tuple) -> None:
+def _check_distinct(settings: list[Setting], task: Task, ctx: SpecContext, path: tuple) -> None:
     """SpecError if two settings of one env would be the same run: equal in every field their switches use."""
     seen: dict[tuple, Setting] = {}
     for setting in settings:
@@ -398,7 +237,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     if not isinstance(raw, dict):
         raise locator.error((), f"a spec is a mapping with keys among {TOP_KEYS}, got {type(raw).__name__}.")
     task = _task(raw.get("task"), locator)
-    ctx = _Context(filename, lines or {}, task)
+    ctx = SpecContext(filename, lines or {}, task)
     for key in raw:
         if key not in TOP_KEYS:
             hint = close_matches(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in ctx.fields else "")

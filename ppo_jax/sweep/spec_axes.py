@@ -1,0 +1,181 @@
+"""The axes of a sweep spec: field names checked, values coerced and validated, grid / zip / random expanded.
+
+``SpecContext`` carries the task, the base config and where the spec came from,
+so that every error names the file, the line and the key path
+(``file, line N (grid.clip_eps[1]): ...``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import zlib
+
+import numpy as np
+
+from ppo_jax.config_fields import field_names
+from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.sweep.spec_values import as_number, coerce, field_kind, short_float
+from ppo_jax.sweep.spec_yaml import Locator
+from ppo_jax.task import Task
+
+RANDOM_KEYS = ("num_samples", "seed", "axes")
+DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
+ENV_NOT_AXIS = "env cannot be swept: list environments under `envs:` and give env-specific fields under `env_base:`."
+
+
+# ----------------------------------------------------------------------------- values
+
+
+class SpecContext(Locator):
+    """A Locator that also holds the spec's task and base config (what single values are validated against)."""
+
+    def __init__(self, filename: str, lines: dict[tuple, int], task: Task):
+        super().__init__(filename, lines)
+        self.task, self.base = task, task.config_class()
+        self.fields = field_names(task.config_class)
+        self.shared_fixed = False  # set once pretrain: is read: shared fields cannot be axes
+
+    def coerce(self, name: str, value, path: tuple):
+        return coerce(self.task.config_class, name, value, self, path)
+
+    def kind(self, name: str) -> str:
+        return field_kind(self.task.config_class, name)
+
+
+def check_axis_name(name, ctx: SpecContext, path: tuple, taken: dict) -> None:
+    if name in ("seed", "seeds"):
+        raise ctx.error(path, "seeds are not a config field; list them under the top-level `seeds:` key.")
+    if name not in ctx.fields:
+        config = ctx.task.config_class.__name__
+        raise ctx.error(path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}")
+    if taken is None:  # base: any field; an axis overrides it
+        return
+    if name == ctx.task.env_field:
+        raise ctx.error(path, ENV_NOT_AXIS)
+    if ctx.shared_fixed and name in ctx.task.shared_fields:
+        raise ctx.error(
+            path,
+            f"{name} only affects pretraining, which this sweep shares across settings (one pretrained model per "
+            "program); fix it under base:, or set `pretrain: {per_setting: true}` to pretrain every setting's own.",
+        )
+    if name in taken:
+        raise ctx.error(path, f"{name} is already swept in {taken[name]}; sweep each field in one place only.")
+    taken[name] = ".".join(map(str, path[:-1]))
+
+
+def values_list(raw, ctx: SpecContext, path: tuple, name: str | None = None) -> list:
+    name = name or path[-1]
+    if not isinstance(raw, list):
+        raise ctx.error(
+            path, f"an axis is a list of values, got {raw!r}; to fix {name} for every setting, put it under base."
+        )
+    if not raw:
+        raise ctx.error(path, f"axis {name} is empty; give at least one value.")
+    values = [ctx.coerce(name, v, path + (i,)) for i, v in enumerate(raw)]
+    for i, value in enumerate(values):  # each value alone, against the base
+        validated(ctx, path + (i,), **{name: value})
+    return values
+
+
+def validated(ctx: SpecContext, path: tuple, **values):
+    """The base config with ``values`` replaced, validated; errors point at ``path``."""
+    try:
+        return ctx.task.validate(ctx.base.replace(**values))
+    except ConfigError as error:
+        raise ctx.error(path, str(error)) from None
+
+
+def mapping(raw, ctx: SpecContext, path: tuple) -> dict:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ctx.error(path, f"expected a mapping of field: values, got {raw!r}.")
+    return raw
+
+
+# ----------------------------------------------------------------------------- axes
+
+
+def _list_axes(raw, ctx: SpecContext, taken: dict, block: str) -> dict[str, list]:
+    axes = {}
+    for name, values in mapping(raw, ctx, (block,)).items():
+        check_axis_name(name, ctx, (block, name), taken)
+        axes[name] = values_list(values, ctx, (block, name))
+    return axes
+
+
+def expand_grid(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
+    """(normal form, rows): the Cartesian product of the axes, the last varying fastest."""
+    axes = _list_axes(raw, ctx, taken, "grid")
+    rows = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    return axes, rows
+
+
+def expand_zip(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
+    """(normal form, rows): row i takes the i-th value of every axis; lengths must agree."""
+    axes = _list_axes(raw, ctx, taken, "zip")
+    lengths = {k: len(v) for k, v in axes.items()}
+    if len(set(lengths.values())) > 1:
+        raise ctx.error(("zip",), f"zip axes must have equal lengths, got {lengths}.")
+    rows = [dict(zip(axes, combo)) for combo in zip(*axes.values())] if axes else [{}]
+    return axes, rows
+
+
+def _distribution(name: str, raw, ctx: SpecContext, path: tuple) -> tuple[str, list]:
+    if not isinstance(raw, dict) or len(raw) != 1:
+        raise ctx.error(path, f"give one distribution, e.g. {{log_uniform: [1e-5, 1e-2]}}; one of {DISTRIBUTIONS}.")
+    (dist, args), kind = next(iter(raw.items())), ctx.kind(name)
+    if dist not in DISTRIBUTIONS:
+        raise ctx.error(path + (dist,), f"unknown distribution {dist!r}.{close_matches(dist, DISTRIBUTIONS)}")
+    if dist == "choice":
+        return dist, values_list(args, ctx, path + (dist,), name)
+    wanted = "int" if dist == "int_uniform" else "float"
+    if kind != wanted:
+        raise ctx.error(path, f"{dist} needs a {wanted} field; {name} is {kind}: use choice: [...].")
+    bounds = [as_number(a) for a in args] if isinstance(args, list) and len(args) == 2 else [None]
+    if None in bounds or not bounds[0] < bounds[1] or not all(map(math.isfinite, bounds)):
+        raise ctx.error(path + (dist,), f"{dist} takes [low, high] with finite low < high, got {args!r}.")
+    if dist == "log_uniform" and bounds[0] <= 0:
+        raise ctx.error(path + (dist,), f"log_uniform needs low > 0, got {args!r}.")
+    for i, bound in enumerate(bounds):
+        validated(ctx, path + (dist, i), **{name: ctx.coerce(name, bound, path + (dist, i))})
+    return dist, [ctx.coerce(name, b, path + (dist, i)) for i, b in enumerate(bounds)]
+
+
+def sample_axis(name: str, dist: str, args: list, num_samples: int, seed: int) -> list:
+    """``num_samples`` draws of one random axis (see the module docstring for the generator)."""
+    rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
+    if dist == "uniform":
+        draws = rng.uniform(args[0], args[1], num_samples)
+    elif dist == "log_uniform":
+        draws = np.exp(rng.uniform(np.log(args[0]), np.log(args[1]), num_samples))
+    elif dist == "int_uniform":
+        return [int(v) for v in rng.integers(args[0], args[1] + 1, num_samples)]
+    else:
+        return [args[i] for i in rng.integers(0, len(args), num_samples)]
+    return [short_float(v) for v in draws]
+
+
+def expand_random(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
+    """(normal form, rows): ``num_samples`` rows drawn with the spec's sampling seed."""
+    raw = mapping(raw, ctx, ("random",))
+    if not raw:
+        return {}, [{}]
+    for key in raw:
+        if key not in RANDOM_KEYS:
+            raise ctx.error(("random", key), f"unknown key {key!r}.{close_matches(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}.")
+    num, seed = raw.get("num_samples"), raw.get("seed", 0)
+    for key, value, low in (("num_samples", num, 1), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ctx.error(("random", key), f"{key} must be an integer >= {low}, got {value!r}.")
+    axes = {}
+    for name, dist in mapping(raw.get("axes"), ctx, ("random", "axes")).items():
+        check_axis_name(name, ctx, ("random", "axes", name), taken)
+        axes[name] = _distribution(name, dist, ctx, ("random", "axes", name))
+    if not axes:
+        raise ctx.error(("random", "axes"), "random needs at least one axis under axes:.")
+    samples = {name: sample_axis(name, d, args, num, seed) for name, (d, args) in axes.items()}
+    rows = [{name: samples[name][i] for name in axes} for i in range(num)]
+    normal = {"num_samples": num, "seed": seed, "axes": {n: {d: list(a)} for n, (d, a) in axes.items()}}
+    return normal, rows
