@@ -115,6 +115,11 @@ class PPOConfig(ConfigBase):
         "progress": lambda value: {},  # a display switch, now the on_update callback
         "anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"},
     }
+    LEGACY_HINTS = {
+        "progress": "progress is not a config field any more: it is the --progress/--no-progress flag of ppo-jax "
+        "train (a sweep shows one bar over its chunks)",
+        "anneal_lr": "anneal_lr became lr_schedule: write lr_schedule: linear (anneal_lr true) or constant (false)",
+    }
 
     # ----- derived sizes -----
     @property

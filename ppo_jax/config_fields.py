@@ -55,10 +55,12 @@ class ConfigBase:
 
     ``LEGACY_FIELDS`` maps a field name that older run and sweep directories hold
     to a function ``value -> {new_field: new_value}`` (or ``{}`` to drop it), so
-    that ``from_dict`` still reads them.
+    that ``from_dict`` still reads them; ``LEGACY_HINTS`` says what to write instead.
     """
 
     LEGACY_FIELDS: dict = {}
+    LEGACY_HINTS: dict = {}
+    """Old field name -> what to write instead (for errors where a legacy name is not translated: spec axes)."""
 
     def __post_init__(self):
         # Python numbers in leaves become float32 (weakly typed floats would retrace).

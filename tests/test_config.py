@@ -4,8 +4,11 @@ import jax
 import numpy as np
 import pytest
 
-from ppo_jax import ConfigError, PPOConfig, train, validate
-from ppo_jax.config import TRACED_FIELDS
+from ppo_jax import ConfigError, PPOConfig, validate
+from ppo_jax.config_fields import field_names, static_fields, traced_fields
+from ppo_jax.train import train
+
+TRACED_FIELDS = traced_fields(PPOConfig)
 
 
 def test_numbers_become_float32_leaves_and_static_fields_stay_python():
@@ -21,11 +24,45 @@ def test_numbers_become_float32_leaves_and_static_fields_stay_python():
 
 
 def test_to_dict_round_trip():
-    cfg = PPOConfig(env="Pendulum-v1", lr=3e-4, hidden_sizes=(32, 16), anneal_lr=False)
+    cfg = PPOConfig(env="Pendulum-v1", lr=3e-4, hidden_sizes=(32, 16), lr_schedule="constant")
     again = PPOConfig.from_dict(cfg.to_dict())
     assert again.to_dict() == cfg.to_dict()
+    assert list(cfg.to_dict()) == list(field_names(PPOConfig)) and cfg.to_dict()["lr"] == 3e-4
     with pytest.raises(ConfigError, match="clip_eps"):
         PPOConfig.from_dict({"clip_epsilon": 0.1})
+
+
+def test_traced_and_static_fields_are_read_off_the_dataclass():
+    assert set(TRACED_FIELDS) | set(static_fields(PPOConfig)) == set(field_names(PPOConfig))
+    assert not set(TRACED_FIELDS) & set(static_fields(PPOConfig))
+    assert {"lr", "clip_eps", "gamma", "kl_beta"} <= set(TRACED_FIELDS)
+    assert {"env", "num_envs", "hidden_sizes", "lr_schedule", "objective"} <= set(static_fields(PPOConfig))
+    assert "progress" not in field_names(PPOConfig) and "anneal_lr" not in field_names(PPOConfig)
+
+
+def test_from_dict_reads_the_legacy_field_names():
+    """Run and sweep directories written before the redesign: anneal_lr -> lr_schedule, progress dropped."""
+    assert PPOConfig.from_dict({"anneal_lr": True, "progress": True}) == PPOConfig(lr_schedule="linear")
+    assert PPOConfig.from_dict({"anneal_lr": False, "progress": False}).lr_schedule == "constant"
+    # A new name given alongside the old one wins.
+    assert PPOConfig.from_dict({"anneal_lr": True, "lr_schedule": "constant"}).lr_schedule == "constant"
+    with pytest.raises(ConfigError, match="unknown PPOConfig field 'progres'"):
+        PPOConfig.from_dict({"progres": True})
+
+
+def test_inert_fields_name_what_the_switches_ignore():
+    inert = PPOConfig().inert_fields()  # objective clip, no normalization, no early stopping, clip_vloss on
+    assert set(inert) == {
+        "obs_clip", "reward_clip", "kl_beta", "kl_target", "dual_clip_c", "target_kl", "clip_kl_target",
+    }  # fmt: skip
+    assert "kl_fixed" in inert["kl_beta"]
+    assert "kl_beta" not in PPOConfig(objective="kl_fixed").inert_fields()
+    kl_adaptive = PPOConfig(objective="kl_adaptive").inert_fields()
+    assert "kl_beta" not in kl_adaptive and "kl_target" not in kl_adaptive and "clip_eps" in kl_adaptive
+    assert "vf_clip_eps" in PPOConfig(clip_vloss=False).inert_fields()
+    everything_on = PPOConfig(objective="dual_clip", normalize_obs=True, normalize_reward=True, early_stop_kl=True,
+                              adaptive_clip=True).inert_fields()  # fmt: skip
+    assert set(everything_on) == {"kl_beta", "kl_target"}
 
 
 @pytest.mark.parametrize(
@@ -50,6 +87,7 @@ def test_to_dict_round_trip():
         ({"max_grad_norm": 0.0}, "max_grad_norm"),
         ({"hidden_sizes": ()}, "hidden_sizes"),
         ({"activation": "tahn"}, "tanh"),
+        ({"lr_schedule": "cosine"}, "unknown lr_schedule 'cosine'"),
     ],
 )
 def test_bad_config_raises_clear_error(overrides, message):

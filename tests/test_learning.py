@@ -4,8 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, train
+from ppo_jax import PPOConfig
 from ppo_jax.final_values import final_return
+from ppo_jax.train import train
 
 pytestmark = pytest.mark.slow
 

@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, train
+from ppo_jax import PPOConfig
 from ppo_jax.networks import ActorCritic, gram_schmidt, orthogonal
+from ppo_jax.train import train
 
 
 def test_gram_schmidt_equals_numpy_qr_with_positive_diagonal():

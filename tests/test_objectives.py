@@ -7,10 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, train
-from ppo_jax.adaptation import adapt_clip_eps, adapt_kl_beta, scheduled
+from ppo_jax import PPOConfig
+from ppo_jax.adaptation import adapt_clip_eps, adapt_kl_beta
 from ppo_jax.distributions import PolicyDist, kl_divergence
 from ppo_jax.policy_objectives import policy_loss
+from ppo_jax.schedules import scheduled
+from ppo_jax.train import train
 
 EPS, BETA, C = 0.2, 0.7, 3.0
 

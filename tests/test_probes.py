@@ -5,8 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, train
-from ppo_jax.train import make_network
+from ppo_jax import PPOConfig
+from ppo_jax.networks import make_network
+from ppo_jax.train import train
 
 PROBE = dict(total_timesteps=16_384, num_envs=8, num_steps=16, num_minibatches=2, update_epochs=4, lr=3e-3)
 
@@ -48,10 +49,10 @@ def test_action_dependent_reward_policy_and_value():
     np.testing.assert_allclose(value, [1.0], atol=0.15)
 
 
-@pytest.mark.parametrize("anneal_lr", [True, False])
-def test_continuous_action_mean_reaches_optimum(anneal_lr):
+@pytest.mark.parametrize("lr_schedule", ["linear", "constant"])
+def test_continuous_action_mean_reaches_optimum(lr_schedule):
     # r = -(a - 0.5)^2: the Gaussian mean -> 0.5.
-    apply = trained(PPOConfig(env="Probe-ContinuousAction", ent_coef=0.0, anneal_lr=anneal_lr, **PROBE))
+    apply = trained(PPOConfig(env="Probe-ContinuousAction", ent_coef=0.0, lr_schedule=lr_schedule, **PROBE))
     dist, _ = apply([[0.0]])
     np.testing.assert_allclose(dist.loc[0, 0], 0.5, atol=0.1)
 

@@ -97,6 +97,7 @@ class RlhfConfig(ConfigBase):
     """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
 
     LEGACY_FIELDS = {"anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"}}
+    LEGACY_HINTS = {"anneal_lr": "anneal_lr became lr_schedule: write lr_schedule: linear (anneal_lr true) or constant (false)"}
 
     @property
     def minibatch_size(self) -> int:

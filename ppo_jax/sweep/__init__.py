@@ -13,10 +13,10 @@ Modules, in the order a sweep uses them:
     program.py      the compiled, sharded vmap(task.train) of a group
     table.py        the tidy table and the summary
     resume.py       the sweep directory: written chunk by chunk, resumable, shared by parts
-    run.py          run, plan, dry_run
+    runner.py       run, plan, dry_run
 """
 
-from ppo_jax.sweep.run import Plan, dry_run, plan, run
+from ppo_jax.sweep.runner import Plan, dry_run, plan, run
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import format_summary, summarize
 

@@ -84,11 +84,20 @@ def pair_metrics(cfg, key_data: jax.Array, shared, *, task: Task, log_every: int
     return {**window_metrics(metrics, log_every, task.summed_metrics), **task.evaluate(cfg, output, key)}
 
 
+@functools.cache
+def _jitted(fn):
+    return jax.jit(fn)
+
+
 def prepare_shared_once(task: Task, cfg, how: Shared):
-    """What a group's pairs share, computed on the host before its program runs (None unless ``how.mode`` is "once")."""
+    """What a group's pairs share, computed on the host before its program runs (None unless ``how.mode`` is "once").
+
+    One jitted ``prepare_shared`` per engine per process, so a resumed sweep, the
+    next group or the next sweep in the same process does not compile it again.
+    """
     if how.mode != "once":
         return None
-    return jax.device_get(jax.jit(task.prepare_shared)(cfg, jax.random.key(how.seed)))
+    return jax.device_get(_jitted(task.engine_module().prepare_shared)(cfg, jax.random.key(how.seed)))
 
 
 def memory_bytes(compiled: jax.stages.Compiled) -> int:

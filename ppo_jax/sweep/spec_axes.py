@@ -46,6 +46,8 @@ class SpecContext(Locator):
 def check_axis_name(name, ctx: SpecContext, path: tuple, taken: dict) -> None:
     if name in ("seed", "seeds"):
         raise ctx.error(path, "seeds are not a config field; list them under the top-level `seeds:` key.")
+    if name in ctx.task.config_class.LEGACY_HINTS:
+        raise ctx.error(path, f"{ctx.task.config_class.LEGACY_HINTS[name]}.")
     if name not in ctx.fields:
         config = ctx.task.config_class.__name__
         raise ctx.error(path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}")

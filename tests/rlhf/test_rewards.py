@@ -10,7 +10,7 @@ from ppo_jax.rlhf.config import RlhfConfig, validate
 from ppo_jax.rlhf.token_loss import SequenceBatch, loss_from_outputs
 from ppo_jax.rlhf.reward_model import bradley_terry_loss, pairwise_accuracy, programmatic_score
 from ppo_jax.rlhf.rewards import advantages, kl_rewards, place_score, token_rewards
-from ppo_jax.validation import ConfigError
+from ppo_jax.errors import ConfigError
 
 # Under jit: one compilation per function instead of one per eager op (seconds on a loaded 2-core CPU).
 advantages = jax.jit(advantages, static_argnames="mode")
@@ -192,3 +192,20 @@ def test_validation_messages(change, message):
 def test_unknown_field_names_a_close_match():
     with pytest.raises(ConfigError, match="Did you mean: beta"):
         RlhfConfig.from_dict({"betta": 0.1})
+
+
+def test_legacy_anneal_lr_becomes_lr_schedule():
+    assert RlhfConfig().lr_schedule == "constant"
+    assert RlhfConfig.from_dict({"anneal_lr": True}).lr_schedule == "linear"
+    assert RlhfConfig.from_dict({"anneal_lr": False}).lr_schedule == "constant"
+    with pytest.raises(ConfigError, match="unknown lr_schedule 'cosine'"):
+        validate(RlhfConfig(lr_schedule="cosine"))
+
+
+def test_inert_fields_of_rlhf():
+    assert RlhfConfig().inert_fields() == {}  # learned reward model, SFT, value clipping: every field is used
+    programmatic = RlhfConfig(reward_model="programmatic").inert_fields()
+    assert set(programmatic) == {"rm_steps", "rm_lr", "bt_temperature"}
+    assert set(RlhfConfig(reward_model="programmatic", sft_steps=0).inert_fields()) == {
+        "rm_steps", "rm_lr", "bt_temperature", "sft_lr", "demo_noise", "pretrain_batch"}
+    assert set(RlhfConfig(clip_vloss=False).inert_fields()) == {"vf_clip_eps"}

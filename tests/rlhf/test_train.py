@@ -11,7 +11,8 @@ from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.rlhf.reward_model import learned_score, pairwise_accuracy, preference_pairs, programmatic_score
 from ppo_jax.rlhf.sft import demonstration_nll
-from ppo_jax.rlhf.train import METRIC_NAMES, make_models, pretrain, train
+from ppo_jax.rlhf.task import METRIC_NAMES
+from ppo_jax.rlhf.train import make_models, pretrain, train
 
 TINY = RlhfConfig(
     hidden_dim=32, num_prompts=64, num_minibatches=4, update_epochs=4, num_updates=16, sft_steps=200, rm_steps=200
@@ -91,7 +92,9 @@ def test_ppo_raises_the_score_and_beta_does_not_recompile(pretrained, traced_tra
     kl = np.asarray(out.metrics["kl_ref"])
     assert np.all(kl[:, 0] < 1e-5)  # the actor starts as the reference
     assert kl[0, -4:].mean() > kl[1, -4:].mean()  # the KL penalty keeps the policy closer to the reference
+    np.testing.assert_allclose(out.metrics["learning_rate"], 1e-3, rtol=1e-6)  # lr_schedule constant (the default)
     # Other values of every traced leaf reuse the program.
-    fn(_stack(TINY.replace(beta=np.float32(0.3), clip_eps=np.float32(0.1), ent_coef=np.float32(0.01)),
+    other = fn(_stack(TINY.replace(beta=np.float32(0.3), clip_eps=np.float32(0.1), ent_coef=np.float32(0.01)),
               TINY.replace(beta=np.float32(0.01), lr=np.float32(3e-4), gamma=np.float32(0.9))), key, pretrained)  # fmt: skip
     assert len(traces) == 1
+    np.testing.assert_allclose(other.metrics["learning_rate"][:, 0], [1e-3, 3e-4], rtol=1e-6)  # the lr leaf took effect

@@ -9,18 +9,22 @@ import math
 import subprocess
 import sys
 import zlib
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig
+from ppo_jax import PPOConfig, SpecError
 from ppo_jax.cli import main
-from ppo_jax.sweep_plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
-from ppo_jax.sweep_spec import SpecError, from_dict, load_spec, parse_yaml
+from ppo_jax.ppo_task import PPO
+from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
+from ppo_jax.rlhf.task import RLHF
+from ppo_jax.sweep.plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
+from ppo_jax.sweep.spec import from_dict, load_spec
+from ppo_jax.sweep.spec_yaml import parse_yaml
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 BASE = {"total_timesteps": 1024, "num_envs": 2, "num_steps": 64, "num_minibatches": 2, "update_epochs": 1}
+RLHF_BASE = {"num_updates": 4, "sft_steps": 10, "rm_steps": 10, "hidden_dim": 16}
 
 
 def combos(spec):
@@ -43,7 +47,8 @@ def test_grid_is_the_cartesian_product_with_the_last_axis_fastest_and_envs_outer
     # Each config is the base with the swept values: float32 leaves, everything else from base.
     setting = spec.settings[10]  # Acrobot, clip_eps 0.2, ent_coef 0.01
     assert setting.cfg == PPOConfig(**BASE, env="Acrobot-v1", clip_eps=0.2, ent_coef=0.01)
-    assert setting.cfg.clip_eps.dtype == np.float32 and setting.cfg.progress is False
+    assert setting.cfg.clip_eps.dtype == np.float32 and spec.task is PPO
+    assert (spec.pretrain_seed, spec.pretrain_per_setting) == (0, False)  # PPO runs share nothing
 
 
 def test_zip_pairs_lists_and_multiplies_with_the_grid():
@@ -110,6 +115,72 @@ def test_hidden_sizes_and_bools_as_axes():
     assert [s.cfg.norm_adv for s in spec.settings] == [True, False, True, False]
 
 
+# ----------------------------------------------------------------------------- RLHF specs and refused axes
+
+
+def test_rlhf_grid_over_beta_and_clip_eps():
+    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "seeds": 3, "grid": {"beta": [0.0, 0.1], "clip_eps": [0.1, 0.2]}})
+    assert spec.task is RLHF and spec.envs == ("copy",) and spec.axes == ("beta", "clip_eps")
+    assert [s.values for s in spec.settings] == [
+        {"beta": 0.0, "clip_eps": 0.1}, {"beta": 0.0, "clip_eps": 0.2},
+        {"beta": 0.1, "clip_eps": 0.1}, {"beta": 0.1, "clip_eps": 0.2},
+    ]  # fmt: skip
+    setting = spec.settings[3]
+    assert setting.cfg == RlhfConfig(**RLHF_BASE, beta=0.1, clip_eps=0.2) and setting.cfg.beta.dtype == np.float32
+    assert [s.env for s in spec.settings] == ["copy"] * 4 and spec.seeds == (0, 1, 2)
+    assert spec.canonical["task"] == "rlhf" and spec.canonical["pretrain"] == {"seed": 0, "per_setting": False}
+    groups = group_pairs(spec)  # traced leaves only: one program for all 12 runs
+    assert len(groups) == 1 and len(groups[0].pairs) == 12
+
+
+def test_rlhf_static_fields_are_axes_and_split_the_programs():
+    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "grid": {"hidden_dim": [16, 32], "beta": [0.0, 0.1]},
+                      "pretrain": {"seed": 5}})  # fmt: skip
+    assert [s.cfg.hidden_dim for s in spec.settings] == [16, 16, 32, 32]
+    assert [g.static for g in group_pairs(spec)] == [{}, {"hidden_dim": 32}]  # base hidden_dim 16
+    assert spec.pretrain_seed == 5 and not spec.pretrain_per_setting
+
+
+def test_rlhf_pretraining_field_as_an_axis_needs_per_setting():
+    """The bug the redesign fixes: one pretrained model shared by settings that claim different sft_lr."""
+    raw = {"task": "rlhf", "base": RLHF_BASE, "grid": {"sft_lr": [0.00001, 0.01]}}
+    with pytest.raises(SpecError) as error:
+        from_dict(raw)
+    assert "only affects pretraining" in str(error.value) and "per_setting" in str(error.value), str(error.value)
+    spec = from_dict({**raw, "pretrain": {"per_setting": True}})
+    assert len(spec.settings) == 2 and spec.pretrain_per_setting
+    assert [s.cfg.sft_lr for s in spec.settings] == [np.float32(1e-5), np.float32(0.01)]
+    assert spec.canonical["pretrain"] == {"seed": 0, "per_setting": True}
+
+
+PRETRAIN_AXES = {"sft_lr": [1e-3, 1e-2], "rm_lr": [1e-3, 1e-2], "demo_noise": [0.1, 0.5], "bt_temperature": [0.1, 1.0],
+                 "sft_steps": [10, 20], "rm_steps": [10, 20], "pretrain_batch": [16, 32]}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAIN_AXES))
+def test_every_pretraining_field_is_refused_as_a_shared_axis(name):
+    assert set(PRETRAIN_AXES) == set(PRETRAIN_FIELDS) == set(RLHF.shared_fields)
+    for block in ("grid", "zip"):
+        with pytest.raises(SpecError, match="only affects pretraining"):
+            from_dict({"task": "rlhf", "base": RLHF_BASE, block: {name: PRETRAIN_AXES[name]}})
+    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "grid": {name: PRETRAIN_AXES[name]}, "pretrain": {"per_setting": True}})
+    assert [s.values[name] for s in spec.settings] == PRETRAIN_AXES[name]
+    # Fixed under base:, a pretraining field is fine: every setting shares it.
+    assert from_dict({"task": "rlhf", "base": {**RLHF_BASE, name: PRETRAIN_AXES[name][1]}}).settings
+
+
+def test_an_axis_the_switches_ignore_is_refused():
+    raw = {"base": BASE, "grid": {"kl_beta": [0.1, 1.0]}}  # objective clip has no KL penalty
+    with pytest.raises(SpecError) as error:
+        from_dict(raw)
+    assert "would train the same run" in str(error.value) and "kl_beta" in str(error.value), str(error.value)
+    spec = from_dict({**raw, "base": {**BASE, "objective": "kl_fixed"}})
+    assert [s.cfg.kl_beta for s in spec.settings] == [np.float32(0.1), np.float32(1.0)]
+    # Settings that differ in a used field besides the inert one are distinct runs.
+    mixed = from_dict({"base": BASE, "zip": {"kl_beta": [0.1, 1.0], "clip_eps": [0.1, 0.2]}})
+    assert len(mixed.settings) == 2
+
+
 # ----------------------------------------------------------------------------- grouping, chunks, parts
 
 
@@ -150,11 +221,13 @@ def test_memory_fit_finds_the_fewest_chunks_that_fit(monkeypatch):
     """The search in fit_program, with a fake compiler whose estimate is 1000 + 10 * pairs bytes per device."""
     from types import SimpleNamespace
 
-    from ppo_jax import sweep_program
+    from ppo_jax.sweep import program as sweep_program
 
     compiled = []
+    how = sweep_program.Shared("none")
 
-    def fake_compile(cfg, size, mesh, log_every):
+    def fake_compile(task, cfg, size, mesh, log_every, shared):
+        assert task is PPO and shared == how
         compiled.append(size)
         return sweep_program.Program(None, size, 0.0, 1000 + 10 * size)
 
@@ -162,12 +235,13 @@ def test_memory_fit_finds_the_fewest_chunks_that_fit(monkeypatch):
     mesh = SimpleNamespace(size=4)
     # 100 pairs on 4 devices under 1500 bytes: 1 chunk of 100 (2000) and 2 of 52 (1520) are over;
     # 3 chunks of 36 (1360) fit. 36, not 48: the pairs are spread evenly over the 3 chunks.
-    program = sweep_program.fit_program(PPOConfig(), 100, 1500, mesh, 1)
+    program = sweep_program.fit_program(PPO, PPOConfig(), 100, 1500, mesh, 1, how)
     assert program.size == 36 and compiled == [100, 52, 36]
     compiled.clear()
-    assert sweep_program.fit_program(PPOConfig(), 6, 10**6, mesh, 1).size == 8 and compiled == [8]  # all in one
+    assert sweep_program.fit_program(PPO, PPOConfig(), 6, 10**6, mesh, 1, how).size == 8  # all in one
+    assert compiled == [8]
     with pytest.raises(SpecError, match="over the memory budget"):
-        sweep_program.fit_program(PPOConfig(), 100, 1030, mesh, 1)  # not even 1 pair per device fits
+        sweep_program.fit_program(PPO, PPOConfig(), 100, 1030, mesh, 1, how)  # not even 1 pair per device fits
 
 
 def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
@@ -185,9 +259,9 @@ def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
 
 
 def test_example_specs_load():
-    for path in sorted((ROOT / "experiments").glob("*.yaml")):
-        if not path.name.startswith("rlhf_"):  # token-level PPO specs have their own format (ppo_jax.rlhf)
-            assert load_spec(path).settings, path
+    for path in sorted((ROOT / "experiments").glob("*.yaml")):  # PPO and RLHF specs alike
+        spec = load_spec(path)
+        assert spec.settings and spec.task is (RLHF if path.name.startswith("rlhf_") else PPO), path
     clip = load_spec(ROOT / "experiments" / "clip_eps_quick.yaml")
     assert len(clip.settings) * len(clip.seeds) == 288 and len(group_pairs(clip)) == 12  # 6 envs x (clip, unclipped)
     assert [s.values["clip_eps"] for s in clip.settings[:5]] == [0.05, 0.1, 0.2, 0.3, 0.5]
@@ -198,6 +272,13 @@ def test_example_specs_load():
     assert len(tiny.settings) == 3 and tiny.seeds == (0, 7) and tiny.base.num_updates == 8
     random = load_spec(ROOT / "experiments" / "lr_ent_random.yaml")
     assert len(random.settings) == 64 and len(group_pairs(random)) == 2 and random.log_every == 5
+    # The RLHF frontier (beta x clip_eps), a sweep of task rlhf: one program, pretraining shared.
+    quick = load_spec(ROOT / "experiments" / "rlhf_frontier_quick.yaml")
+    assert quick.axes == ("clip_eps", "beta") and len(quick.settings) * len(quick.seeds) == 60
+    assert sorted({s.values["clip_eps"] for s in quick.settings}) == [0.1, 0.15, 0.2, 0.3]
+    assert len(group_pairs(quick)) == 1 and (quick.pretrain_seed, quick.pretrain_per_setting) == (0, False)
+    paper = load_spec(ROOT / "experiments" / "rlhf_frontier.yaml")
+    assert sorted({s.values["clip_eps"] for s in paper.settings}) == [0.1, 0.15, 0.2, 0.3]
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -205,10 +286,23 @@ def test_example_specs_load():
 
 BAD_SPECS = [
     # (spec YAML, what the message must say)
-    ("grid:\n  clip_epsilon: [0.1, 0.2]\n", ["line 2", "unknown config field 'clip_epsilon'", "Did you mean: clip_eps"]),
+    ("grid:\n  clip_epsilon: [0.1, 0.2]\n",
+     ["line 2", "unknown PPOConfig field 'clip_epsilon'", "Did you mean: clip_eps"]),
     ("gird:\n  clip_eps: [0.1]\n", ["unknown spec key 'gird'", "Did you mean: grid"]),
     ("clip_eps: [0.1]\n", ["unknown spec key 'clip_eps'", "under base: or an axis"]),
-    ("grid:\n  progress: [true, false]\n", ["progress cannot be swept", "display switch"]),
+    ("grid:\n  progress: [true, false]\n", ["line 2", "not a config field any more", "--no-progress"]),  # a CLI flag now
+    ("grid:\n  anneal_lr: [true, false]\n", ["line 2", "anneal_lr became lr_schedule", "constant"]),
+    ("grid:\n  kl_beta: [0.1, 1.0]\n", ["would train the same run", "kl_beta is ignored", "kl_fixed"]),
+    ("task: rlhf\ngrid:\n  sft_lr: [1e-5, 1e-2]\n", ["line 3", "only affects pretraining", "per_setting"]),
+    ("task: rlhf\nenvs: [CartPole-v1]\n", ["task rlhf has no environment"]),
+    ("pretrain: {seed: 1}\n", ["task ppo shares nothing", "remove pretrain"]),
+    ("task: rlhf\npretrain: {sed: 1}\n", ["unknown key 'sed'", "Did you mean: seed"]),
+    ("task: rlhff\n", ["unknown task 'rlhff'", "Did you mean: rlhf"]),
+    ("task: rlhf\npretrain: {per_setting: true}\nbase: {reward_model: programmatic}\ngrid:\n  rm_lr: [1e-3, 1e-2]\n",
+     ["would train the same run", "rm_lr is ignored", "reward_model: programmatic"]),
+    ("task: rlhf\ngrid:\n  beta: [-1.0]\n", ["line 3", "grid.beta[0]", "beta must be >= 0"]),
+    ("task: rlhf\nbase:\n  betta: 0.1\n", ["line 3", "unknown RlhfConfig field 'betta'", "Did you mean: beta"]),
+    ("task: rlhf\ngird:\n  beta: [0.1]\n", ["unknown spec key 'gird'", "Did you mean: grid"]),
     ("grid:\n  seed: [1, 2]\n", ["top-level `seeds:`"]),
     ("grid:\n  clip_eps: []\n", ["line 2", "axis clip_eps is empty"]),
     ("grid:\n  clip_eps: 0.2\n", ["an axis is a list of values", "put it under base"]),
@@ -237,7 +331,8 @@ BAD_SPECS = [
 @pytest.mark.parametrize("text, expected", BAD_SPECS, ids=[f"bad{i}" for i in range(len(BAD_SPECS))])
 def test_bad_specs_give_clear_errors_and_exit_2(text, expected, tmp_path, capsys):
     path = tmp_path / "bad.yaml"
-    path.write_text(text + ("" if "base:" in text or text.startswith("-") else f"base: {BASE}\n"))
+    base = RLHF_BASE if text.startswith("task: rlhf\n") else BASE
+    path.write_text(text + ("" if "base:" in text or text.startswith("-") else f"base: {base}\n"))
     with pytest.raises(SpecError) as error:
         load_spec(path)
     for part in expected:

@@ -16,8 +16,8 @@ from ppo_jax.config import PPOConfig
 from ppo_jax.report import ReportError, make_report
 from ppo_jax.report import intervals
 from ppo_jax.report.scores import REFERENCE_SCORES
-from ppo_jax.sweep_dir import spec_record
-from ppo_jax.sweep_spec import load_spec
+from ppo_jax.sweep.resume import spec_record
+from ppo_jax.sweep.spec import load_spec
 
 UPDATES = 20
 SEEDS = (0, 1, 2, 3)
@@ -211,7 +211,7 @@ def test_out_is_never_overwritten_without_force(inputs, report):
     with pytest.raises(ReportError, match="--force"):
         make_report(inputs["runs"], report)
     assert (report / "index.md").read_text() == before
-    with pytest.raises(ReportError, match="only a report directory"):
+    with pytest.raises(ReportError, match="is not a report directory"):
         make_report(inputs["runs"], inputs["runs"][0], force=True)  # a run directory is not a report
 
 
@@ -220,3 +220,62 @@ def test_cli_report_errors_exit_2(inputs, tmp_path):
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "nope: no such directory" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------------- RLHF: the frontier
+
+
+def write_rlhf_sweep(path: Path, grid: dict) -> dict:
+    """An RLHF sweep directory with 20 updates per run; returns {(setting_id, seed): (kl, score, true_score) finals}."""
+    spec = load_spec({"task": "rlhf", "name": "rlhf_synthetic", "seeds": 2, "grid": grid, "pretrain": {"seed": 0}})
+    path.mkdir(parents=True)
+    (path / "spec.json").write_text(json.dumps(spec_record(spec)))
+    (path / "plan.json").write_text("{}")
+    (path / "metadata.json").write_text(json.dumps({"task": "rlhf", "sweep": {"name": "rlhf_synthetic"}}))
+    frames, finals = [], {}
+    for setting in spec.settings:
+        for seed in (0, 1):
+            base = 0.1 * setting.setting_id + 0.01 * seed
+            kl, score, true = 1.0 + base, 4.0 + base, 0.9 - base
+            ramp = np.linspace(0.0, 1.0, UPDATES)
+            frames.append(pd.DataFrame({
+                "env": "copy", "setting_id": setting.setting_id, "seed": seed, "update": np.arange(UPDATES),
+                "env_steps": (np.arange(UPDATES) + 1) * 64, **{k: setting.values[k] for k in grid},
+                # the last 10% of 20 updates = the last 2: their mean is the final value
+                "kl_ref": np.r_[kl * ramp[:-2], kl - 0.1, kl + 0.1], "score": np.r_[score * ramp[:-2], score, score],
+                "true_score": np.r_[true * ramp[:-2], true - 0.02, true + 0.02], "entropy": np.linspace(2.0, 0.2, UPDATES),
+            }))  # fmt: skip
+            finals[(setting.setting_id, seed)] = (kl, score, true)
+    pd.concat(frames).to_parquet(path / "metrics.parquet")
+    return finals
+
+
+def test_rlhf_sweep_report_draws_the_frontier_from_final_values(tmp_path):
+    finals = write_rlhf_sweep(tmp_path / "rlhf", {"clip_eps": [0.1, 0.3], "beta": [0.0, 0.1]})
+    out = make_report([tmp_path / "rlhf"], tmp_path / "report", reps=200)
+    record = json.loads((out / "report.json").read_text())
+    assert record["task"] == "rlhf" and record["parameters"]["last_percent"] == 10.0  # the task's default
+    assert record["score"]["metric"] == "true_score" and record["normalizers"]["copy"]["best"] == 1.0
+    frontier = pd.read_csv(out / "frontier.csv")
+    assert len(frontier) == 4 and {"frontier.png", "frontier.pdf"} <= {p.name for p in out.iterdir()}
+    for row in frontier.itertuples():
+        setting_id = [0.1, 0.3].index(row.clip_eps) * 2 + [0.0, 0.1].index(row.beta)
+        by_seed = np.array([finals[(setting_id, seed)] for seed in (0, 1)])
+        np.testing.assert_allclose([row.kl_ref, row.score, row.true_score], by_seed.mean(0), rtol=1e-6)
+    per_run = pd.read_csv(out / "final_returns.csv")  # the score of an RLHF run is its final true_score
+    assert np.allclose(sorted(per_run["final_return"]), sorted(f[2] for f in finals.values()))
+    assert "Reward vs KL" in (out / "index.md").read_text()
+
+
+def test_rlhf_frontier_without_a_clip_eps_axis(tmp_path):
+    """The old frontier summary crashed with KeyError: 'clip_eps' when the grid had no clip_eps axis."""
+    write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.03, 0.1]})
+    out = make_report([tmp_path / "rlhf"], tmp_path / "report", reps=200)
+    assert len(pd.read_csv(out / "frontier.csv")) == 3 and (out / "frontier.png").exists()
+
+
+def test_a_report_refuses_to_mix_tasks(inputs, tmp_path):
+    write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
+    with pytest.raises(ReportError, match="one task"):
+        make_report([inputs["runs"][0], tmp_path / "rlhf"], tmp_path / "report")
+    assert not (tmp_path / "report").exists()

@@ -1,0 +1,36 @@
+"""Final values of a run (mean over its last updates) and the bootstrap CI over seeds, against cases worked by hand."""
+
+import numpy as np
+import pytest
+
+from ppo_jax.final_values import bootstrap_ci, final_return
+
+
+def test_bootstrap_ci_hand_worked_cases():
+    assert bootstrap_ci([3.0, 3.0, 3.0, 3.0]) == (3.0, 3.0, 3.0)  # identical values: zero width
+
+    mean, low, high = bootstrap_ci([1.0, 2.0, 3.0, 4.0])
+    assert mean == 2.5 and 1.0 <= low <= 2.5 <= high <= 4.0
+    # By hand: a resample's sum S of 4 draws from {1,2,3,4} has P(S <= 5) = 5/256 = 2.0% and
+    # P(S <= 6) = 15/256 = 5.9%, so the 2.5% quantile of the resampled mean is 6/4 = 1.5;
+    # by symmetry the 97.5% quantile is 3.5.
+    assert (low, high) == (1.5, 3.5)
+    assert bootstrap_ci([1.0, 2.0, 3.0, 4.0]) == (mean, low, high)  # fixed resampling seed
+
+    m, lo, hi = bootstrap_ci([5.0, np.nan])  # one finite value: a mean, no interval
+    assert m == 5.0 and np.isnan(lo) and np.isnan(hi)
+    m, lo, hi = bootstrap_ci([])
+    assert np.isnan(m) and np.isnan(lo) and np.isnan(hi)
+
+
+def test_final_return_is_the_mean_over_the_last_5_percent_of_updates():
+    returns = np.arange(200, dtype=np.float64).reshape(2, 100)  # 100 updates -> last 5
+    np.testing.assert_allclose(final_return(returns), [97.0, 197.0])
+    assert final_return(np.array([1.0, 2.0, 3.0])) == 3.0  # at least one update
+    assert final_return(np.arange(60.0)) == 58.0  # ceil(0.05 * 60) = 3 updates: 57, 58, 59
+    assert final_return(np.array([0.0] * 19 + [4.0])) == 4.0  # 20 updates -> the last one
+    assert final_return(np.array([1.0, 2.0, np.nan, 6.0]), fraction=0.5) == 6.0  # NaN skipped
+    assert np.isnan(final_return(np.array([1.0, np.nan])))
+    assert final_return(np.arange(10.0), fraction=1.0) == 4.5
+    with pytest.raises(ValueError):
+        final_return(np.arange(10.0), fraction=0.0)

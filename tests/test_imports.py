@@ -1,0 +1,118 @@
+"""The package's import graph: no cycles (module-level or inside functions), and the engines imported only as engines.
+
+Every ``import`` / ``from ... import`` of a ``ppo_jax`` module in every source file
+is read with ``ast`` (wherever it sits: module level, inside a function or a
+``TYPE_CHECKING`` block), resolved to the module it names, and the graph of those
+edges must be acyclic. ``from pkg import name`` counts as importing ``pkg.name``
+when that is a module, else ``pkg``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import ppo_jax
+
+PACKAGE_DIR = Path(ppo_jax.__file__).resolve().parent
+ENGINES = {"ppo_jax.train", "ppo_jax.rlhf.train"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE_DIR.rglob("*.py")}
+
+
+def _resolve(name: str) -> str | None:
+    """The longest prefix of dotted ``name`` that is a ppo_jax module."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in MODULES:
+            return candidate
+    return None
+
+
+def import_graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        edges = set()
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative import: resolve against this module's package
+                    base = module.split(".")
+                    base = base[: len(base) - node.level + (1 if is_package else 0)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                names = [f"{source}.{alias.name}" for alias in node.names] or [source]
+            for name in names:
+                target = _resolve(name)
+                if target is not None and target != module:
+                    edges.add(target)
+        graph[module] = edges
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a list of nodes (first == last), or None; depth-first search with colours."""
+    colour, stack = {}, []
+
+    def visit(node):
+        colour[node] = "grey"
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if colour.get(nxt) == "grey":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in colour:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        colour[node] = "black"
+        return None
+
+    for node in sorted(graph):
+        if node not in colour:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_find_cycle_finds_a_known_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_import_graph_reads_function_level_imports():
+    graph = import_graph()
+    assert "ppo_jax.envs" in graph["ppo_jax.networks"]  # imported inside make_network
+    assert "ppo_jax.config" in graph["ppo_jax.ppo_task"]
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_engines_are_imported_only_through_their_task():
+    """Nothing imports a training engine to learn metric names: only Task.engine_module (by name) loads one."""
+    graph = import_graph()
+    importers = {module for module, edges in graph.items() if edges & ENGINES}
+    assert importers == set(), f"modules importing an engine directly: {sorted(importers)}"
+
+
+def test_ppo_jax_train_is_the_module():
+    import ppo_jax.train as module
+
+    assert module.__name__ == "ppo_jax.train" and callable(module.train)
+    assert importlib.import_module("ppo_jax.train") is module
