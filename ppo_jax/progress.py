@@ -7,15 +7,17 @@
 The program calls the reporter once per update of every run (``jax.debug.callback``;
 under ``vmap``, once per run, in any order); the reporter merges the calls of an
 update and shows it once every run has reported it. On a terminal that is a
-tqdm bar redrawn in place; when stdout is not a terminal (CI, SLURM logs,
-``| tee``) it prints one plain line every ``every_percent`` percent of the
-updates instead, so a log holds about ten lines, not hundreds of redraws. It
+tqdm bar redrawn in place; when its stream is not a terminal (CI, SLURM logs)
+it prints one plain line every ``every_percent`` percent of the updates
+instead, so a log holds about ten lines, not hundreds of redraws. It
 writes to stderr, so ``ppo-jax train ... | tee log`` keeps the bar on the
 terminal and out of the log.
 
-``ppo-jax train`` always puts the reporter in its program and switches it off
-with ``enabled=False`` (``--no-progress``): both runs use the same compiled
-program. ``on_update=None`` puts no callback in the program at all.
+``ppo-jax train`` always puts the reporter in its program, called every 5% of
+the updates (``report_every``; the reporter shows what it gets), and switches it
+off with ``enabled=False`` (``--no-progress``): both runs use the same compiled
+program. ``on_update=None`` (the default of ``train``) puts no callback in the
+program at all.
 """
 
 from __future__ import annotations
@@ -23,20 +25,54 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 
+import jax
 import numpy as np
+from jax import lax
+
+
+def report_update(on_update: Callable | None, update_idx, metrics: dict, *, num_updates: int, every: int = 1) -> None:
+    """Inside a training scan: ``on_update(update_idx, metrics)`` on the host after every ``every``-th update and the last.
+
+    ``every`` is static; the condition depends only on the (unbatched) update
+    counter, so under ``vmap`` it stays one branch and the callback runs once per
+    run. Each callback stops the program for a device-to-host transfer of the
+    metrics: on a 2-core CPU (CartPole, standard config, 390 updates, interleaved
+    A/B) one per update cost 22-32% of the run time, one per 1% of the updates 12%
+    with 1 seed (none measurable with 16), one per 5% (what ``ppo-jax train``
+    uses) 4%, within this machine's noise.
+    """
+    if on_update is None:
+        return
+    if every <= 1:
+        jax.debug.callback(on_update, update_idx, metrics)
+        return
+    due = ((update_idx + 1) % every == 0) | (update_idx == num_updates - 1)
+
+    def send(update_idx, metrics):
+        jax.debug.callback(on_update, update_idx, metrics)
+
+    lax.cond(due, send, lambda *_: None, update_idx, metrics)
 
 
 class ProgressReporter:
-    """``on_update(update_idx, metrics)`` for ``num_runs`` runs of ``num_updates`` updates each."""
+    """``on_update(update_idx, metrics)`` for ``num_runs`` runs of ``num_updates`` updates each.
+
+    ``report_every``: the program calls it after every ``report_every``-th update (and
+    the last), as ``train(..., report_every=k)`` does; lines fall on those updates, in
+    any order the callbacks arrive.
+    """
 
     def __init__(self, num_updates: int, steps_per_update: int, num_runs: int = 1, *, score: str,
-                 stream=None, every_percent: float = 10.0, unit: str = "env steps", enabled: bool = True):  # fmt: skip
+                 stream=None, every_percent: float = 10.0, unit: str = "env steps", enabled: bool = True,
+                 report_every: int = 1):  # fmt: skip
         self.num_updates, self.steps_per_update, self.num_runs = num_updates, steps_per_update, num_runs
         self.score, self.unit = score, unit
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
-        self.every = max(1, round(num_updates * every_percent / 100))
+        # A plain line every `every` updates: a multiple of report_every, the program's callback interval.
+        self.every = report_every * max(1, round(num_updates * every_percent / 100 / report_every))
         self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
         self.bar = None
         self.start = time.perf_counter()

@@ -13,7 +13,7 @@ A task is a small record:
 * and its engine, a module with the jittable, vmappable functions::
 
       prepare_shared(cfg, key) -> pytree | None       # e.g. pretraining; None: nothing shared
-      train(cfg, key, shared=None, *, on_update=None) -> output with .metrics[name]: [num_updates]
+      train(cfg, key, shared=None, *, on_update=None, report_every=1) -> output with .metrics[name]: [num_updates]
       evaluate(cfg, output, key) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
       params_tree(output, shared) -> nested dict of arrays   # what params.msgpack holds
 
@@ -24,7 +24,9 @@ and optionally::
 
 ``on_update(update_idx, metrics)`` is called on the host once per update of every
 run (through ``jax.debug.callback``; under ``vmap`` once per run), with that
-update's scalar metrics; ``None`` puts no callback in the program.
+update's scalar metrics, or with ``report_every=k`` only after every k-th update
+and the last (``ppo_jax.progress.report_update``); ``None`` puts no callback in
+the program.
 
 The engine is imported on first use, not with the task: it imports gymnax, which
 starts a JAX backend, and ``jax.distributed.initialize()`` must come first; the
@@ -105,8 +107,8 @@ class Task:
     def prepare_shared(self, cfg, key):
         return self.engine_module().prepare_shared(cfg, key)
 
-    def train(self, cfg, key, shared=None, *, on_update=None):
-        return self.engine_module().train(cfg, key, shared, on_update=on_update)
+    def train(self, cfg, key, shared=None, *, on_update=None, report_every: int = 1):
+        return self.engine_module().train(cfg, key, shared, on_update=on_update, report_every=report_every)
 
     def evaluate(self, cfg, output, key) -> dict:
         return self.engine_module().evaluate(cfg, output, key)

@@ -32,6 +32,7 @@ from ppo_jax.normalization import RunningMeanStd, init_reward_scaler, init_stats
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.ppo_loss import LossCoefficients, Minibatch
 from ppo_jax.ppo_task import EVAL_NAMES
+from ppo_jax.progress import report_update
 from ppo_jax.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
 from ppo_jax.schedules import scheduled
 from ppo_jax.update import update
@@ -117,7 +118,8 @@ def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> t
     return runner._replace(train_state=train_state, coefs=next_coefs, key=key), metrics
 
 
-def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | None = None) -> TrainOutput:
+def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | None = None,
+          report_every: int = 1) -> TrainOutput:  # fmt: skip
     """Train PPO for ``cfg.total_timesteps`` env steps (rounded down to whole updates).
 
     Args:
@@ -127,6 +129,8 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
       on_update: ``on_update(update_idx, metrics)`` called on the host after every
         update of every run (``jax.debug.callback``; under ``vmap`` once per run),
         ``metrics`` a dict of numpy scalars; None puts no callback in the program.
+      report_every: call ``on_update`` only after every ``report_every``-th update
+        and the last (``ppo_jax.progress.report_update``; static).
 
     Returns:
       ``TrainOutput(train_state, obs_stats, metrics)`` with ``metrics[name]`` of
@@ -137,8 +141,7 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
 
     def step(runner, update_idx):
         runner, metrics = update_step(runner, update_idx, cfg)
-        if on_update is not None:
-            jax.debug.callback(on_update, update_idx, metrics)
+        report_update(on_update, update_idx, metrics, num_updates=cfg.num_updates, every=report_every)
         return runner, metrics
 
     runner, metrics = lax.scan(step, runner, jnp.arange(cfg.num_updates, dtype=jnp.int32))

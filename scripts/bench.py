@@ -4,10 +4,11 @@ Prints a table and writes JSON. For each case: compile seconds (ahead of time,
 ``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
 runs after compiling) and env steps per second (all seeds together).
 
-Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256, 1 and 16
-seeds with the ``on_update`` progress callback in the program (its cost; the
-reporter shows nothing, as under ``ppo-jax train --no-progress``), and the
-rollout alone (env + policy forward, no update) as the ceiling.
+Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256; 1 and 16
+seeds with the ``on_update`` progress callback in the program as ``ppo-jax train``
+puts it there (every 5% of the updates; the reporter shows nothing, as under
+``--no-progress``) and, for comparison, after every update (``callback*``); and
+the rollout alone (env + policy forward, no update) as the ceiling.
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
@@ -32,14 +33,16 @@ from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.train import init_runner, train
 
 CASES = {
-    # name: (seeds, config overrides, progress callback)
-    "seeds1": (1, {}, False),
-    "seeds16": (16, {}, False),
-    "seeds64": (64, {}, False),
-    "envs256": (1, {"num_envs": 256}, False),
-    "progress1": (1, {}, True),
-    "progress16": (16, {}, True),
-    "rollout": (1, {}, False),
+    # name: (seeds, config overrides, progress callback: None, "cli" (every 5% of updates) or "every" update)
+    "seeds1": (1, {}, None),
+    "seeds16": (16, {}, None),
+    "seeds64": (64, {}, None),
+    "envs256": (1, {"num_envs": 256}, None),
+    "progress1": (1, {}, "cli"),
+    "progress16": (16, {}, "cli"),
+    "callback1": (1, {}, "every"),
+    "callback16": (16, {}, "every"),
+    "rollout": (1, {}, None),
 }
 
 
@@ -63,8 +66,10 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     if name == "rollout":
         fn = rollout_only
     else:
+        every = max(1, cfg.num_updates // 20) if progress == "cli" else 1
+
         def fn(cfg, key):
-            return train(cfg, key, on_update=reporter if progress else None)
+            return train(cfg, key, on_update=reporter if progress else None, report_every=every)
     fn = jax.vmap(fn, in_axes=(None, 0))
     keys = jax.random.split(jax.random.key(0), seeds)
 

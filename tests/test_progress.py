@@ -88,3 +88,15 @@ def test_a_terminal_gets_a_bar_over_the_updates():
     text = stream.getvalue()
     assert "4/4" in text and "true_score 0.25" in text and "sequences/run" in text
     assert "update 4/4 (100%)" not in text  # the bar, not the plain lines
+
+
+def test_lines_fall_on_the_updates_the_program_reports():
+    """With report_every=3 (the program calls back after updates 3, 6, ..., 18 and the last, 20), a line per ~10%."""
+    stream = io.StringIO()
+    reporter = ProgressReporter(NUM_UPDATES, STEPS, 1, score="episode_return", stream=stream, report_every=3)
+    assert reporter.every == 3  # round(2 / 3) = 1 report per line
+    done = [3, 6, 9, 12, 15, 18, 20]
+    for d in reversed(done):  # in any order
+        reporter(np.int32(d - 1), {"episode_return": np.float32(d)})
+    got = sorted(int(LINE.fullmatch(line).group(1)) for line in stream.getvalue().splitlines())
+    assert got == done

@@ -40,3 +40,15 @@ def test_determinism(jitted_train):
     chex.assert_trees_all_equal(a.train_state.params, b.train_state.params)
     c = jax.device_get(jitted_train(cfg, jax.random.key(4)))
     assert not np.array_equal(a.metrics["policy_loss"], c.metrics["policy_loss"])
+
+
+def test_report_every_calls_back_after_every_kth_update_and_the_last():
+    calls = []
+    cfg = PPOConfig(**TINY)  # 8 updates
+    out = jax.jit(lambda c, k: train(c, k, on_update=lambda u, m: calls.append((int(u), float(m["loss"]))), report_every=3))(
+        cfg, jax.random.key(2)
+    )
+    jax.effects_barrier()
+    assert sorted(u for u, _ in calls) == [2, 5, 7]  # after updates 3, 6 and the last (8)
+    for u, loss in calls:
+        assert loss == float(out.metrics["loss"][u])

@@ -137,9 +137,12 @@ def run_task(task: Task, cfg, *, seeds: list[int], out: Path | None, force: bool
         details = ", ".join(f"{k} {fmt(v, 3)}" for k, v in described.items())
         say(f"pretrain (seed {pretrain_seed}): {metadata['pretrain_seconds']:.2f} s" + (f" ({details})" if details else ""))
 
-    reporter = ProgressReporter(num_updates, per_update, num_seeds, score=task.score, unit=unit, enabled=progress)
+    every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
+    reporter = ProgressReporter(num_updates, per_update, num_seeds, score=task.score, unit=unit, enabled=progress,
+                                report_every=every)  # fmt: skip
     keys = make_keys(seeds)
-    fn = jax.jit(jax.vmap(lambda c, k, s: task.train(c, k, s, on_update=reporter), in_axes=(None, 0, None)))
+    fn = jax.vmap(lambda c, k, s: task.train(c, k, s, on_update=reporter, report_every=every), in_axes=(None, 0, None))
+    fn = jax.jit(fn)
     start = time.perf_counter()
     compiled = fn.lower(cfg, keys, shared).compile()
     compile_seconds = time.perf_counter() - start

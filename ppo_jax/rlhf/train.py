@@ -31,6 +31,7 @@ from jax import lax
 from ppo_jax import distributions
 from ppo_jax.minibatch_sgd import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
+from ppo_jax.progress import report_update
 from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig, validate
 from ppo_jax.rlhf.models import SeqModel, generate, init_params, run
@@ -135,7 +136,7 @@ def update(
 
 
 def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None, *,
-          on_update: Callable | None = None) -> RlhfOutput:  # fmt: skip
+          on_update: Callable | None = None, report_every: int = 1) -> RlhfOutput:  # fmt: skip
     """Token-level PPO from the SFT model for ``cfg.num_updates`` updates.
 
     Args:
@@ -145,6 +146,7 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None,
         if None, ``pretrain`` runs first with a key split from ``key``.
       on_update: ``on_update(update_idx, metrics)`` on the host after every update
         (``jax.debug.callback``; under ``vmap`` once per run); None: no callback.
+      report_every: call ``on_update`` only after every ``report_every``-th update and the last.
 
     Returns:
       ``RlhfOutput(params, metrics)``, ``metrics[name]`` of shape ``[num_updates]``.
@@ -167,8 +169,7 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None,
         train_state, loss_metrics = update(train_state, models, batch, cfg, update_key)
         metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
         metrics = {name: metrics[name] for name in METRIC_NAMES}
-        if on_update is not None:
-            jax.debug.callback(on_update, update_idx, metrics)
+        report_update(on_update, update_idx, metrics, num_updates=cfg.num_updates, every=report_every)
         return (train_state, key), metrics
 
     (train_state, _), metrics = lax.scan(update_step, (train_state, key), jnp.arange(cfg.num_updates, dtype=jnp.int32))
