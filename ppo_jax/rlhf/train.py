@@ -179,8 +179,8 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None,
 # ----------------------------------------------------------------------------- the Task engine
 
 
-def check(cfg: RlhfConfig) -> RlhfConfig:
-    return validate(cfg)
+check = validate
+"""Everything that can be wrong with an RlhfConfig, before anything compiles."""
 
 
 prepare_shared = pretrain

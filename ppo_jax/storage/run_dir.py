@@ -114,8 +114,6 @@ def plain_tree(tree):
     """Nested plain dicts of numpy arrays (what flax msgpack restores exactly)."""
     if isinstance(tree, Mapping):
         return {str(k): plain_tree(v) for k, v in tree.items()}
-    if hasattr(tree, "_asdict"):
-        return plain_tree(tree._asdict())
     return np.asarray(tree)
 
 
