@@ -39,12 +39,16 @@ def final_return(episode_return: np.ndarray, fraction: float = 0.05) -> np.ndarr
         raise ValueError(f"episode_return needs a last axis of updates with at least one entry, got shape {values.shape}")
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-    num_updates = values.shape[-1]
-    # round() guards against 0.05 * 60 = 3.0000000000000004 -> ceil 4.
-    window = max(1, math.ceil(round(fraction * num_updates, 9)))
+    window = final_window(values.shape[-1], fraction)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN window -> NaN, silently
         return np.nanmean(values[..., -window:], axis=-1)
+
+
+def final_window(num_updates: int, fraction: float = 0.05) -> int:
+    """How many last updates define a final value: ``ceil(fraction * num_updates)``, at least one."""
+    # round() guards against 0.05 * 60 = 3.0000000000000004 -> ceil 4.
+    return max(1, math.ceil(round(fraction * num_updates, 9)))
 
 
 def bootstrap_ci(

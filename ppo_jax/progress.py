@@ -66,8 +66,9 @@ class ProgressReporter:
 
     def __init__(self, num_updates: int, steps_per_update: int, num_runs: int = 1, *, score: str,
                  stream=None, every_percent: float = 10.0, unit: str = "env steps", enabled: bool = True,
-                 report_every: int = 1):  # fmt: skip
+                 report_every: int = 1, start_update: int = 0):  # fmt: skip
         self.num_updates, self.steps_per_update, self.num_runs = num_updates, steps_per_update, num_runs
+        self.start_update = start_update  # a resumed run: the rate counts the updates of this process
         self.score, self.unit = score, unit
         self.enabled = enabled
         self.stream = stream if stream is not None else sys.stderr
@@ -94,7 +95,7 @@ class ProgressReporter:
     def _show(self, update_idx: int, scores: np.ndarray) -> None:
         done = update_idx + 1
         steps = done * self.steps_per_update
-        rate = steps * self.num_runs / max(time.perf_counter() - self.start, 1e-9)
+        rate = (done - self.start_update) * self.steps_per_update * self.num_runs / max(time.perf_counter() - self.start, 1e-9)
         mean = float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
         text = f"{steps:,} {self.unit}/run  {self.score} {mean:.3g}  {rate:,.0f} {self.unit}/s"
         if self.interactive:

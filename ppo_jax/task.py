@@ -14,6 +14,9 @@ A task is a small record:
 
       prepare_shared(cfg, key) -> pytree | None       # e.g. pretraining; None: nothing shared
       train(cfg, key, shared=None, *, on_update=None, report_every=1) -> output with .metrics[name]: [num_updates]
+      init(cfg, key, shared) -> carry                  # train = init, step over the updates, finish
+      step(cfg, carry, update_idx, shared) -> (carry, {name: scalar})
+      finish(cfg, carry, metrics) -> output            # metrics: {} when they went to disk (ppo_jax.segments)
       evaluate(cfg, output, key) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
       params_tree(output, shared) -> nested dict of arrays   # what params.msgpack holds
 
@@ -109,6 +112,15 @@ class Task:
 
     def train(self, cfg, key, shared=None, *, on_update=None, report_every: int = 1):
         return self.engine_module().train(cfg, key, shared, on_update=on_update, report_every=report_every)
+
+    def init(self, cfg, key, shared=None):
+        return self.engine_module().init(cfg, key, shared)
+
+    def step(self, cfg, carry, update_idx, shared=None):
+        return self.engine_module().step(cfg, carry, update_idx, shared)
+
+    def finish(self, cfg, carry, metrics):
+        return self.engine_module().finish(cfg, carry, metrics)
 
     def evaluate(self, cfg, output, key) -> dict:
         return self.engine_module().evaluate(cfg, output, key)

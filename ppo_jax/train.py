@@ -6,7 +6,8 @@
     train(cfg, key, on_update=lambda u, m: print(u, m["episode_return"]))   # host callback per update
 
 Besides ``train`` this module is the engine of the PPO ``Task`` (``ppo_jax.task``):
-``check``, ``prepare_shared``, ``evaluate`` and ``params_tree``.
+``check``, ``prepare_shared``, ``init``, ``step``, ``finish`` (what ``train`` is made of; a
+segmented run, ``ppo_jax.segments``, calls them itself), ``evaluate`` and ``params_tree``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
-from jax import lax
 
 from ppo_jax.adaptation import adapt, init_coefficients
 from ppo_jax.config import PPOConfig, validate
@@ -32,10 +32,10 @@ from ppo_jax.normalization import RunningMeanStd, init_reward_scaler, init_stats
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.ppo_loss import LossCoefficients, Minibatch
 from ppo_jax.ppo_task import EVAL_NAMES
-from ppo_jax.progress import report_update
 from ppo_jax.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
 from ppo_jax.schedules import scheduled
 from ppo_jax.update import update
+from ppo_jax.update_loop import scan_updates
 
 
 class TrainOutput(NamedTuple):
@@ -136,19 +136,29 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
       ``TrainOutput(train_state, obs_stats, metrics)`` with ``metrics[name]`` of
       shape ``[num_updates]``; see ``ppo_jax.ppo_task.METRIC_NAMES``.
     """
-    validate(cfg)
-    runner = init_runner(cfg, key)
-
-    def step(runner, update_idx):
-        runner, metrics = update_step(runner, update_idx, cfg)
-        report_update(on_update, update_idx, metrics, num_updates=cfg.num_updates, every=report_every)
-        return runner, metrics
-
-    runner, metrics = lax.scan(step, runner, jnp.arange(cfg.num_updates, dtype=jnp.int32))
-    return TrainOutput(runner.train_state, runner.obs_stats, metrics)
+    runner = init(cfg, key)
+    runner, metrics = scan_updates(lambda r, u: step(cfg, r, u), runner, 0, cfg.num_updates,
+                                   num_updates=cfg.num_updates, on_update=on_update, report_every=report_every)  # fmt: skip
+    return finish(cfg, runner, metrics)
 
 
 # ----------------------------------------------------------------------------- the Task engine
+
+
+def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
+    """The whole training state before update 0 (``validate(cfg)`` first)."""
+    validate(cfg)
+    return init_runner(cfg, key)
+
+
+def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None) -> tuple[RunnerState, dict]:
+    """Update ``update_idx``: ``update_step``."""
+    return update_step(runner, update_idx, cfg)
+
+
+def finish(cfg: PPOConfig, runner: RunnerState, metrics: dict) -> TrainOutput:
+    """The run's output from its final state and its metrics (``{}`` when they went to disk segment by segment)."""
+    return TrainOutput(runner.train_state, runner.obs_stats, metrics)
 
 
 def check(cfg: PPOConfig) -> PPOConfig:

@@ -9,14 +9,14 @@ program and write the same run directory (``ppo_jax.storage.run_dir``).
 from __future__ import annotations
 
 import dataclasses
-import sys
-import time
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
-from ppo_jax.cli.common import fmt, make_keys, say, seed_list
+from ppo_jax.cli.common import seed_list
+from ppo_jax.cli.resume import resumed_run
+from ppo_jax.cli.run_task import RunOptions, run_task
 from ppo_jax.config import PPOConfig
 from ppo_jax.errors import ConfigError
 from ppo_jax.ppo_task import PPO
@@ -48,6 +48,14 @@ class Train:
     """Replace an existing non-empty run directory at --out (deleted only once the new run is complete)."""
     eval_episodes: int = 16
     """After training, play this many fresh episodes per seed with the final parameters, stochastic and deterministic policy (0: none); written to evaluation.csv."""
+    checkpoint_every: str | None = None
+    """Checkpoint the whole training state every this many updates, or this percentage of them (e.g. 5%), into --out; --resume continues from the newest. A signal (SIGINT, SIGTERM) also writes one."""
+    keep_checkpoints: int = 2
+    """How many of the newest checkpoints to keep."""
+    resume: Switch = False
+    """Continue the unfinished run in --out from its newest checkpoint, with its config (flags given again must match it); the result is the uninterrupted run's."""
+    log: tuple[Literal["tensorboard", "wandb"], ...] = ()
+    """Also log every metric of every update to TensorBoard (DIR/tensorboard/) or Weights & Biases (offline, DIR/wandb/): optional extras."""
     progress: bool = True
     """Show progress (a bar on a terminal, a line every 10% otherwise, on stderr); the compiled program is the same either way."""
     config: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
@@ -81,6 +89,14 @@ class Rlhf:
     """Run directory to write (config.json, metadata.json, metrics.csv, params.msgpack); nothing is written without it."""
     force: Switch = False
     """Replace an existing non-empty run directory at --out."""
+    checkpoint_every: str | None = None
+    """Checkpoint the whole training state every this many updates, or this percentage of them (e.g. 5%), into --out; --resume continues from the newest. A signal (SIGINT, SIGTERM) also writes one."""
+    keep_checkpoints: int = 2
+    """How many of the newest checkpoints to keep."""
+    resume: Switch = False
+    """Continue the unfinished run in --out from its newest checkpoint, with its config (flags given again must match it); the result is the uninterrupted run's."""
+    log: tuple[Literal["tensorboard", "wandb"], ...] = ()
+    """Also log every metric of every update to TensorBoard (DIR/tensorboard/) or Weights & Biases (offline, DIR/wandb/): optional extras."""
     progress: bool = True
     """Show progress (a bar on a terminal, a line every 10% otherwise, on stderr); the compiled program is the same either way."""
     config: Annotated[RlhfConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
@@ -92,111 +108,23 @@ class Rlhf:
 def run_train(args: Train, argv: list[str]) -> int:
     if args.eval_episodes < 0:
         raise ConfigError(f"--eval-episodes must be >= 0 (0 turns evaluation off), got {args.eval_episodes}.")
-    return run_task(PPO, args.config, seeds=seed_list(args.seed, args.seeds), out=args.out, force=args.force,
-                    progress=args.progress, eval_episodes=args.eval_episodes, argv=argv)  # fmt: skip
+    options = RunOptions(seed_list(args.seed, args.seeds), eval_episodes=args.eval_episodes, checkpoint_every=args.checkpoint_every)
+    return _run(PPO, args, args.config, options, argv)
 
 
 def run_rlhf(args: Rlhf, argv: list[str]) -> int:
     seeds = seed_list(args.seed, args.seeds)
     pretrain_seed = seed_list(args.seed if args.pretrain_seed is None else args.pretrain_seed, 1, "--pretrain-seed")[0]
-    return run_task(RLHF, args.config, seeds=seeds, out=args.out, force=args.force, progress=args.progress,
-                    pretrain_seed=pretrain_seed, argv=argv)  # fmt: skip
+    options = RunOptions(seeds, pretrain_seed=pretrain_seed, checkpoint_every=args.checkpoint_every)
+    return _run(RLHF, args, args.config, options, argv)
 
 
-def run_task(task: Task, cfg, *, seeds: list[int], out: Path | None, force: bool, progress: bool, argv: list[str],
-             pretrain_seed: int = 0, eval_episodes: int = 0) -> int:  # fmt: skip
-    """Train ``task`` with ``cfg`` on every seed in one program; print final values; write a run directory to ``out``.
-
-    Everything that can be wrong with the input raises ConfigError before anything compiles.
-    """
-    cfg = task.validate(cfg)
-    from ppo_jax.storage.run_dir import prepare_out_dir
-
-    if out is not None:
-        prepare_out_dir(out, force)
-    elif force:
-        print("note: --force has no effect without --out", file=sys.stderr)
-
-    import jax
-
-    from ppo_jax.progress import ProgressReporter
-    from ppo_jax.storage.provenance import collect_metadata, now_iso
-
-    metadata = collect_metadata(argv, task.name) if out is not None else {}
-    num_seeds, num_updates, per_update, unit = len(seeds), task.num_updates(cfg), task.steps_per_update(cfg), task.sample_unit
-    samples = num_seeds * num_updates * per_update
-    say(f"{task.env_of(cfg)}: {num_seeds} seed{'s' if num_seeds > 1 else ''} x {num_updates} updates x {per_update} "
-        f"{unit} = {samples:,} {unit} on {jax.default_backend()}")  # fmt: skip
-
-    shared = None
-    if task.shared_fields:
-        start = time.perf_counter()
-        shared = jax.device_get(jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(pretrain_seed))))
-        described = task.describe_shared(cfg, shared)
-        metadata.update(pretrain_seed=pretrain_seed, pretrain_seconds=time.perf_counter() - start, pretrain=described)
-        details = ", ".join(f"{k} {fmt(v, 3)}" for k, v in described.items())
-        say(f"pretrain (seed {pretrain_seed}): {metadata['pretrain_seconds']:.2f} s" + (f" ({details})" if details else ""))
-
-    every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
-    reporter = ProgressReporter(num_updates, per_update, num_seeds, score=task.score, unit=unit, enabled=progress,
-                                report_every=every)  # fmt: skip
-    keys = make_keys(seeds)
-    fn = jax.vmap(lambda c, k, s: task.train(c, k, s, on_update=reporter, report_every=every), in_axes=(None, 0, None))
-    fn = jax.jit(fn)
-    start = time.perf_counter()
-    compiled = fn.lower(cfg, keys, shared).compile()
-    compile_seconds = time.perf_counter() - start
-    say(f"compile: {compile_seconds:.2f} s")
-    with reporter:
-        start = time.perf_counter()
-        output = jax.block_until_ready(compiled(cfg, keys, shared))
-        run_seconds = time.perf_counter() - start
-    say(f"run:     {run_seconds:.2f} s  ({samples / run_seconds:,.0f} {unit}/s)")
-
-    evaluation = None
-    if eval_episodes > 0:
-        episodes = jax.jit(jax.vmap(lambda o, k: task.evaluate_episodes(cfg, o, k, eval_episodes)))
-        evaluation = jax.device_get(episodes(output, keys))
-    output = jax.device_get(output)
-    final = final_values(task, output.metrics)
-    print_final_values(task, seeds, final)
-    if evaluation is not None:
-        say(f"evaluation ({eval_episodes} fresh episodes per seed, final parameters): mean return "
-            f"stochastic {fmt(float(evaluation.stochastic.mean()))}, deterministic {fmt(float(evaluation.deterministic.mean()))}")  # fmt: skip
-
-    if out is not None:
-        from ppo_jax.storage.run_dir import write_run_dir
-
-        metadata.update(
-            end_time=now_iso(), compile_seconds=compile_seconds, run_seconds=run_seconds, env_steps=samples,
-            env_steps_per_second=samples / run_seconds,
-            final={"definition": f"mean over the last {100 * task.final_fraction:g}% of updates", **final},
-        )  # fmt: skip
-        path = write_run_dir(out, task=task, cfg=cfg, seeds=seeds, output=output, shared=shared, metadata=metadata,
-                             force=force, evaluation=evaluation)  # fmt: skip
-        say(f"run directory: {path}")
-    return 0
-
-
-def final_values(task: Task, metrics) -> dict:
-    """``{name: {"per_seed", "mean", "ci95_low", "ci95_high"}}`` for each reported metric ``[num_seeds, num_updates]``."""
-    from ppo_jax.final_values import bootstrap_ci, final_return
-
-    out = {}
-    for name in task.reported:
-        finals = final_return(metrics[name], task.final_fraction)
-        mean, low, high = bootstrap_ci(finals)
-        out[name] = {"per_seed": [float(v) for v in finals], "mean": mean, "ci95_low": low, "ci95_high": high}
-    return out
-
-
-def print_final_values(task: Task, seeds: list[int], final: dict) -> None:
-    names = list(final)
-    say(f"final values (mean over the last {100 * task.final_fraction:g}% of updates): {', '.join(names)}")
-    for i, s in enumerate(seeds):
-        say(f"  seed {s}: " + "  ".join(fmt(final[name]["per_seed"][i], 3) for name in names))
-    if len(seeds) > 1:
-        for name, entry in final.items():
-            ci = (f"95% bootstrap CI [{fmt(entry['ci95_low'], 3)}, {fmt(entry['ci95_high'], 3)}]"
-                  if entry["ci95_low"] == entry["ci95_low"] else "no CI: fewer than 2 finite values")  # fmt: skip
-            say(f"  {name}: mean over {len(seeds)} seeds {fmt(entry['mean'], 3)}  ({ci})")
+def _run(task: Task, args, cfg, options: RunOptions, argv: list[str]) -> int:
+    if args.resume:
+        if args.out is None:
+            raise ConfigError("--resume continues the run in --out DIR: add --out.")
+        if args.force:
+            raise ConfigError("--resume and --force exclude each other: --force starts the run again from scratch.")
+        cfg, options = resumed_run(task, args.out, cfg, options, argv)
+    return run_task(task, cfg, options, out=args.out, force=args.force, progress=args.progress, resume=args.resume,
+                    keep_checkpoints=args.keep_checkpoints, log=args.log, argv=argv)  # fmt: skip

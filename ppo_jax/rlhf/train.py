@@ -1,7 +1,8 @@
 """``pretrain(cfg, key)`` and ``train(cfg, key, pretrained)``: RLHF on the copy task as pure, jittable functions.
 
 This module is the engine of the RLHF ``Task`` (``ppo_jax.rlhf.task``): ``check``,
-``prepare_shared`` (= ``pretrain``), ``train``, ``evaluate`` and ``params_tree``.
+``prepare_shared`` (= ``pretrain``), ``train`` (= ``init``, ``step`` over the updates, ``finish``;
+a segmented run, ``ppo_jax.segments``, calls those itself), ``evaluate`` and ``params_tree``.
 
     pre = jax.jit(pretrain)(cfg, key)                                  # SFT + reward model, once
     out = jax.jit(train)(cfg, key, pre)                                # one PPO run
@@ -31,7 +32,6 @@ from jax import lax
 from ppo_jax import distributions
 from ppo_jax.minibatch_sgd import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
-from ppo_jax.progress import report_update
 from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig, validate
 from ppo_jax.rlhf.models import SeqModel, generate, init_params, run
@@ -41,6 +41,7 @@ from ppo_jax.rlhf.sft import masked_mean, sft, token_log_probs
 from ppo_jax.rlhf.task import METRIC_NAMES
 from ppo_jax.rlhf.token_loss import SequenceBatch, ppo_loss
 from ppo_jax.schedules import scheduled
+from ppo_jax.update_loop import scan_updates
 
 
 class Models(NamedTuple):
@@ -151,29 +152,47 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None,
     Returns:
       ``RlhfOutput(params, metrics)``, ``metrics[name]`` of shape ``[num_updates]``.
     """
-    validate(cfg)
     if pretrained is None:
         pretrain_key, key = jax.random.split(key)
         pretrained = pretrain(cfg, pretrain_key)
+    carry = init(cfg, key, pretrained)
+    carry, metrics = scan_updates(lambda c, u: step(cfg, c, u, pretrained), carry, 0, cfg.num_updates,
+                                  num_updates=cfg.num_updates, on_update=on_update, report_every=report_every)  # fmt: skip
+    return finish(cfg, carry, metrics)
+
+
+class Carry(NamedTuple):
+    """The training state between updates."""
+
+    train_state: TrainState
+    key: jax.Array
+
+
+def init(cfg: RlhfConfig, key: jax.Array, shared: Pretrained) -> Carry:
+    """Actor from the SFT model, a fresh critic, the optimizer (``validate(cfg)`` first)."""
+    validate(cfg)
     models = make_models(cfg)
     critic_key, key = jax.random.split(key)
-    params = {"actor": pretrained.sft, "critic": init_params(models.scalar, critic_key)}
-    train_state = create_train_state(models.policy.apply, params, cfg)
+    params = {"actor": shared.sft, "critic": init_params(models.scalar, critic_key)}
+    return Carry(create_train_state(models.policy.apply, params, cfg), key)
 
-    def update_step(carry, update_idx):
-        train_state, key = carry
-        rollout_key, update_key, key = jax.random.split(key, 3)
-        learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
-        train_state = set_hyperparams(train_state, learning_rate=learning_rate)
-        batch, metrics = rollout(cfg, models, train_state.params, pretrained, rollout_key)
-        train_state, loss_metrics = update(train_state, models, batch, cfg, update_key)
-        metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
-        metrics = {name: metrics[name] for name in METRIC_NAMES}
-        report_update(on_update, update_idx, metrics, num_updates=cfg.num_updates, every=report_every)
-        return (train_state, key), metrics
 
-    (train_state, _), metrics = lax.scan(update_step, (train_state, key), jnp.arange(cfg.num_updates, dtype=jnp.int32))
-    return RlhfOutput(train_state.params, metrics)
+def step(cfg: RlhfConfig, carry: Carry, update_idx: jax.Array, shared: Pretrained) -> tuple[Carry, dict]:
+    """One update: a rollout of fresh prompts, rewards and advantages, epochs of minibatch updates."""
+    models = make_models(cfg)
+    train_state, key = carry
+    rollout_key, update_key, key = jax.random.split(key, 3)
+    learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
+    train_state = set_hyperparams(train_state, learning_rate=learning_rate)
+    batch, metrics = rollout(cfg, models, train_state.params, shared, rollout_key)
+    train_state, loss_metrics = update(train_state, models, batch, cfg, update_key)
+    metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
+    return Carry(train_state, key), {name: metrics[name] for name in METRIC_NAMES}
+
+
+def finish(cfg: RlhfConfig, carry: Carry, metrics: dict) -> RlhfOutput:
+    """The run's output: the trained actor and critic, and its metrics (``{}`` when they went to disk)."""
+    return RlhfOutput(carry.train_state.params, metrics)
 
 
 # ----------------------------------------------------------------------------- the Task engine

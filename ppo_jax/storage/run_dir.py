@@ -73,22 +73,25 @@ def load_config(path):
     return task, task.config_class.from_dict(values), seeds
 
 
-def metrics_frame(task, cfg, seeds, metrics: Mapping):
-    """Tidy DataFrame: one row per seed x update; columns seed, update, env_steps, the task's metric names."""
+def metrics_frame(task, cfg, seeds, metrics: Mapping, first_update: int = 0):
+    """Tidy DataFrame: one row per seed x update; columns seed, update, env_steps, the task's metric names.
+
+    ``metrics[name]`` is ``[num_seeds, n]``: updates ``first_update .. first_update + n - 1``
+    (the whole run, or one segment of it, ``ppo_jax.segments``).
+    """
     import pandas as pd
 
     seeds = np.asarray(seeds, dtype=np.int64)
-    num_seeds, num_updates = len(seeds), task.num_updates(cfg)
     arrays = {name: np.asarray(metrics[name]) for name in task.metric_names}
+    count = next(iter(arrays.values())).shape[-1]
     for name, array in arrays.items():
-        if array.shape != (num_seeds, num_updates):
-            raise ValueError(f"metric {name!r} has shape {array.shape}, expected (num_seeds, num_updates) = "
-                             f"{(num_seeds, num_updates)}")  # fmt: skip
-    update = np.arange(num_updates, dtype=np.int64)
+        if array.shape != (len(seeds), count):
+            raise ValueError(f"metric {name!r} has shape {array.shape}, expected (num_seeds, updates) = {(len(seeds), count)}")
+    update = np.arange(first_update, first_update + count, dtype=np.int64)
     columns = {
-        "seed": np.repeat(seeds, num_updates),
-        "update": np.tile(update, num_seeds),
-        "env_steps": np.tile((update + 1) * task.steps_per_update(cfg), num_seeds),
+        "seed": np.repeat(seeds, count),
+        "update": np.tile(update, len(seeds)),
+        "env_steps": np.tile((update + 1) * task.steps_per_update(cfg), len(seeds)),
     }
     columns.update({name: array.reshape(-1) for name, array in arrays.items()})
     return pd.DataFrame(columns)
@@ -124,20 +127,47 @@ def write_run_dir(path, *, task, cfg, seeds, output, shared=None, metadata: dict
     leaf has a leading axis of ``len(seeds)``), ``shared`` what the seeds shared
     (``Task.prepare_shared``); ``evaluation`` an optional PPO ``Evaluation`` with a leading seed axis.
     """
-    from flax import serialization
-
     prepare_out_dir(path, force)  # again: the directory may have changed during training
-    params = {**plain_tree(task.params_tree(output, shared)), "seeds": np.asarray(seeds, dtype=np.int64)}
 
     def write(tmp: Path) -> None:
         write_json(tmp / CONFIG_FILE, config_record(task, cfg, seeds))
         write_json(tmp / METADATA_FILE, metadata)
         metrics_frame(task, cfg, seeds, output.metrics).to_csv(tmp / METRICS_FILE, index=False)
-        if evaluation is not None:
-            evaluation_frame(seeds, evaluation).to_csv(tmp / EVALUATION_FILE, index=False)
-        (tmp / PARAMS_FILE).write_bytes(serialization.msgpack_serialize(params))
+        write_results(tmp, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
 
     return write_directory(path, write)[0]
+
+
+def write_results(path: Path, *, task, seeds, output, shared=None, evaluation=None) -> None:
+    """params.msgpack (the task's ``params_tree`` with a leading seed axis, and "seeds") and evaluation.csv, in ``path``."""
+    from flax import serialization
+
+    params = {**plain_tree(task.params_tree(output, shared)), "seeds": np.asarray(seeds, dtype=np.int64)}
+    if evaluation is not None:
+        evaluation_frame(seeds, evaluation).to_csv(path / EVALUATION_FILE, index=False)
+    (path / PARAMS_FILE).write_bytes(serialization.msgpack_serialize(params))
+
+
+def read_final_window(path, task, seeds, num_updates: int) -> dict[str, np.ndarray]:
+    """``{name: [num_seeds, w]}`` of the reported metrics over the last ``w`` updates that define final values, from metrics.csv.
+
+    Read in chunks of rows, so memory does not grow with the length of the run.
+    """
+    import pandas as pd
+
+    from ppo_jax.final_values import final_window
+
+    window = final_window(num_updates, task.final_fraction)
+    first = num_updates - window
+    names = list(task.reported)
+    out = {name: np.full((len(seeds), window), np.nan) for name in names}
+    row = {int(s): i for i, s in enumerate(seeds)}
+    for chunk in pd.read_csv(path, usecols=["seed", "update", *names], chunksize=1_000_000):
+        chunk = chunk[chunk["update"] >= first]
+        rows, cols = chunk["seed"].map(row).to_numpy(), chunk["update"].to_numpy() - first
+        for name in names:
+            out[name][rows, cols] = chunk[name].to_numpy()
+    return out
 
 
 def load_params(path) -> dict[str, Any]:

@@ -116,7 +116,7 @@ def test_metrics_frame_checks_every_shape():
     metrics = fake_output(2, cfg).metrics
     frame = metrics_frame(PPO, cfg, [0, 1], metrics)
     assert frame["update"].tolist() == list(range(8)) * 2 and frame["loss"].tolist() == list(range(16))
-    with pytest.raises(ValueError, match=r"expected \(num_seeds, num_updates\) = \(3, 8\)"):
+    with pytest.raises(ValueError, match=r"expected \(num_seeds, updates\) = \(3, 8\)"):
         metrics_frame(PPO, cfg, [0, 1, 2], metrics)
 
 

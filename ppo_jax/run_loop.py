@@ -1,0 +1,95 @@
+"""The host loop of a run: segments of updates, metrics to disk, checkpoints, loggers, and stopping cleanly on a signal.
+
+``ppo-jax train`` / ``ppo-jax rlhf`` call ``run_segments`` with the compiled
+segments (``ppo_jax.segments``). After each segment its metrics are appended to
+metrics.csv (or kept in memory when there is no run directory) and handed to
+the loggers; a checkpoint is written every ``checkpoint_every`` updates, and on
+SIGINT or SIGTERM, after which the loop stops and reports it (the run
+continues with ``--resume``). Resumed from a checkpoint, the loop runs the same
+compiled segments on the restored state, so the run ends where the
+uninterrupted one does, bit for bit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from ppo_jax.segments import Segments
+from ppo_jax.storage.checkpoints import Checkpoints
+from ppo_jax.storage.live_run import LiveRun
+from ppo_jax.storage.run_dir import metrics_frame
+
+
+class Stopped(Exception):
+    """A signal stopped the run after a checkpoint; ``signum`` is the signal."""
+
+    def __init__(self, signum: int, update: int):
+        super().__init__(f"stopped by {signal.Signals(signum).name} after update {update}")
+        self.signum, self.update = signum, update
+
+
+class RunResult(NamedTuple):
+    carry: object
+    metrics: dict[str, np.ndarray] | None  # [num_runs, num_updates]; None when they went to metrics.csv
+    run_seconds: float
+    updates_run: int  # by this process (a resumed run: from its checkpoint on)
+
+
+@contextlib.contextmanager
+def stop_requests():
+    """SIGINT and SIGTERM set ``requested[0]`` (to the signal) instead of killing the process, inside the block."""
+    requested = [0]
+    previous = {}
+
+    def handler(signum, frame):
+        requested[0] = signum
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: signals keep their handlers
+            pass
+    try:
+        yield requested
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def run_segments(segments: Segments, task, cfg, seeds, carry, shared, *, first_update: int = 0, run: LiveRun | None = None,
+                 checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, loggers=(),
+                 meta: dict | None = None) -> RunResult:  # fmt: skip
+    """Run the segments from ``first_update`` (a segment boundary) to the end; see the module docstring.
+
+    ``meta`` is stored with every checkpoint (with ``update`` and ``metrics_bytes``).
+    With ``checkpoints``, SIGINT and SIGTERM end the segment in flight, write a
+    checkpoint and raise ``Stopped``; without, they act as usual.
+    """
+    kept = [] if run is None else None
+    last_checkpoint, start = first_update, time.perf_counter()
+    # Without checkpoints a signal stops the run as usual: there is nothing to save and a segment may be long.
+    with stop_requests() if checkpoints is not None else contextlib.nullcontext([0]) as requested:
+        for first in segments.starts(first_update):
+            carry, metrics = segments.advance(cfg, carry, first, shared)
+            done = first + next(iter(metrics.values())).shape[1]
+            if run is None:
+                kept.append(metrics)
+            else:
+                length = run.append_metrics(metrics_frame(task, cfg, seeds, metrics, first))
+            for logger in loggers:
+                logger.write(first, metrics)
+            stop = bool(requested[0]) and done < segments.num_updates
+            due = checkpoint_every is not None and done - last_checkpoint >= checkpoint_every and done < segments.num_updates
+            if checkpoints is not None and (due or stop):
+                checkpoints.save(done, carry, {**(meta or {}), "metrics_bytes": length})
+                last_checkpoint = done
+            if stop:
+                raise Stopped(requested[0], done)
+    seconds = time.perf_counter() - start
+    metrics = None if kept is None else {name: np.concatenate([m[name] for m in kept], axis=1) for name in kept[0]}
+    return RunResult(carry, metrics, seconds, segments.num_updates - first_update)

@@ -1,0 +1,83 @@
+"""A run as a host loop over compiled segments of ``length`` updates: one compile, reused by every segment.
+
+    segments = compile_segments(task, cfg, keys, shared, length=50)
+    carry = segments.init(cfg, keys, shared)                       # every leaf [num_runs, ...]
+    for first in range(0, segments.num_updates, segments.length):
+        carry, metrics = segments.advance(cfg, carry, first, shared)   # metrics[name]: [num_runs, n]
+        ...                                                        # write them, checkpoint carry
+    output = task.finish(cfg, carry, {})
+
+Between two segments the whole training state (``carry``) is on the host side of
+the program, so it can be written (``ppo_jax.storage.checkpoints``) and a run
+continued from it gives what the uninterrupted run gives: the same compiled
+segment program on the same state. The metrics of a segment leave the device
+when it ends, so device and host memory do not grow with the number of updates.
+
+A run of ``num_updates`` that ``length`` does not divide ends with a shorter
+segment: the same program, whose scan skips updates past the end (``masked`` in
+``ppo_jax.update_loop.scan_updates``); a run of one segment is ``Task.train``'s program.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ppo_jax.task import Task
+from ppo_jax.update_loop import scan_updates
+
+MAX_SEGMENT_METRICS_BYTES = 64 * 2**20
+"""Cap on one segment's metrics (float32, all runs): bounds the memory a long run uses on the device and host."""
+
+
+def segment_length(num_updates: int, requested: int | None, *, num_runs: int, num_metrics: int) -> int:
+    """Updates per segment: ``requested`` (default: the whole run), at most the run and the metrics cap."""
+    cap = max(1, MAX_SEGMENT_METRICS_BYTES // (4 * num_runs * max(1, num_metrics)))
+    return max(1, min(num_updates if requested is None else requested, cap, num_updates))
+
+
+class Segments(NamedTuple):
+    """The compiled programs of a segmented run of ``num_updates`` updates, ``length`` per segment."""
+
+    init_program: jax.stages.Compiled  # (cfg, keys, shared) -> carry
+    advance_program: jax.stages.Compiled  # (cfg, carry, first, shared) -> (carry, metrics)
+    length: int
+    num_updates: int
+    compile_seconds: float
+
+    def init(self, cfg, keys, shared):
+        """The runs' training state before update 0 (every leaf with a leading run axis)."""
+        return self.init_program(cfg, keys, shared)
+
+    def advance(self, cfg, carry, first: int, shared) -> tuple[object, dict[str, np.ndarray]]:
+        """Updates ``first ..`` of one segment: the new carry and ``metrics[name]``, ``[num_runs, n]`` numpy (n <= length)."""
+        carry, metrics = self.advance_program(cfg, carry, jnp.int32(first), shared)
+        count = min(self.length, self.num_updates - first)
+        return carry, {name: np.asarray(values)[:, :count] for name, values in jax.device_get(metrics).items()}
+
+    def starts(self, first: int = 0) -> range:
+        """The first update of each segment from ``first`` (a segment boundary) on."""
+        return range(first, self.num_updates, self.length)
+
+
+def compile_segments(task: Task, cfg, keys, shared, length: int, *, on_update: Callable | None = None,
+                     report_every: int = 1) -> Segments:  # fmt: skip
+    """Compile ``init`` and one segment of ``length`` updates, vmapped over the runs' ``keys`` (``cfg`` and ``shared`` shared)."""
+    num_updates = task.num_updates(cfg)
+    masked = num_updates % length != 0
+
+    def advance(cfg, carry, first, shared):
+        return scan_updates(lambda c, u: task.step(cfg, c, u, shared), carry, first, length, num_updates=num_updates,
+                            masked=masked, on_update=on_update, report_every=report_every)  # fmt: skip
+
+    start = time.perf_counter()
+    init = jax.jit(jax.vmap(task.init, in_axes=(None, 0, None)))
+    carry = jax.eval_shape(init, cfg, keys, shared)
+    init_program = init.lower(cfg, keys, shared).compile()
+    advance_program = jax.jit(jax.vmap(advance, in_axes=(None, 0, None, None)))
+    advance_program = advance_program.lower(cfg, carry, jnp.int32(0), shared).compile()
+    return Segments(init_program, advance_program, length, num_updates, time.perf_counter() - start)

@@ -1,0 +1,106 @@
+"""Checkpoints of a run's whole training state, written with Orbax (no pickle): ``DIR/checkpoints/<update>/``.
+
+    checkpoints = Checkpoints(run_dir / "checkpoints", keep=3)
+    checkpoints.save(update, carry, {"metrics_bytes": ...})    # after ``update`` updates of every run
+    carry, meta = checkpoints.restore(like=carry0)              # the newest readable one
+
+``carry`` is the vmapped training state between segments (``ppo_jax.segments``):
+parameters, optimizer state, normalization statistics, env states, PRNG keys,
+adaptive coefficients; ``meta`` a JSON dict stored beside it (the update count
+is added as ``meta["update"]``). Each checkpoint is one Orbax step, written to a
+temporary directory and renamed when complete, so a kill leaves the previous
+ones intact; the newest ``keep`` are kept. PRNG keys are stored as their key data.
+
+A checkpoint that cannot be read (a partial or corrupted file) is skipped with
+a warning naming it, and the one before it is used.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from ppo_jax.errors import ConfigError
+
+CHECKPOINT_DIR = "checkpoints"
+
+
+def _is_key(x) -> bool:
+    return jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def to_arrays(carry) -> dict[str, np.ndarray]:
+    """The leaves of ``carry`` as ``{"000000": array, ...}`` in tree order (keys as their uint32 key data)."""
+    leaves = jax.device_get([jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(carry)])
+    return {f"{i:06d}": np.asarray(x) for i, x in enumerate(leaves)}
+
+
+def from_arrays(arrays: dict, like):
+    """The inverse of ``to_arrays``: ``like``'s tree (a carry of the same run) with the stored leaves."""
+    leaves, treedef = jax.tree.flatten(like)
+    if len(arrays) != len(leaves):
+        raise ValueError(f"the checkpoint holds {len(arrays)} arrays, this run's state has {len(leaves)}")
+    restored = []
+    for i, leaf in enumerate(leaves):
+        value = np.asarray(arrays[f"{i:06d}"])
+        expected = jax.random.key_data(leaf).shape if _is_key(leaf) else leaf.shape
+        if value.shape != tuple(expected):
+            raise ValueError(f"array {i:06d} has shape {value.shape}, this run's state has {tuple(expected)}")
+        restored.append(jax.random.wrap_key_data(value, impl=jax.random.key_impl(leaf)) if _is_key(leaf) else value)
+    return jax.tree.unflatten(treedef, restored)
+
+
+class Checkpoints:
+    """The checkpoints of one run directory (an Orbax ``CheckpointManager`` over ``directory``)."""
+
+    def __init__(self, directory, keep: int = 2):
+        import orbax.checkpoint as ocp
+
+        logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO
+        self.directory = Path(directory).absolute()
+        self._ocp = ocp
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False, create=True)
+        self._manager = ocp.CheckpointManager(self.directory, options=options)
+
+    def updates(self) -> list[int]:
+        """Update counts of the stored checkpoints, oldest first."""
+        return sorted(self._manager.all_steps())
+
+    def save(self, update: int, carry, meta: dict) -> Path:
+        """Write the state after ``update`` updates (complete or not at all); returns its directory."""
+        ocp = self._ocp
+        args = ocp.args.Composite(state=ocp.args.StandardSave(to_arrays(carry)),
+                                  meta=ocp.args.JsonSave({**meta, "update": int(update)}))  # fmt: skip
+        self._manager.save(int(update), args=args, force=True)
+        self._manager.wait_until_finished()
+        return self.directory / str(update)
+
+    def restore(self, like) -> tuple[object, dict]:
+        """The newest readable checkpoint: ``(carry, meta)``; unreadable newer ones are skipped with a warning.
+
+        Raises ConfigError when there is no readable checkpoint.
+        """
+        ocp = self._ocp
+        for update in reversed(self.updates()):
+            path = self.directory / str(update)
+            try:
+                restored = self._manager.restore(update, args=ocp.args.Composite(
+                    state=ocp.args.StandardRestore(_template(like)), meta=ocp.args.JsonRestore()))  # fmt: skip
+                return from_arrays(restored.state, like), dict(restored.meta)
+            except Exception as error:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous one
+                warnings.warn(f"checkpoint {path} cannot be read ({type(error).__name__}: {str(error)[:200]}); "
+                              "using the one before it", stacklevel=2)  # fmt: skip
+        raise ConfigError(f"no readable checkpoint in {self.directory}; start the run again (without --resume).")
+
+    def close(self) -> None:
+        self._manager.close()
+
+
+def _template(like) -> dict[str, np.ndarray]:
+    """Empty numpy arrays shaped like ``to_arrays(like)``: ``restore`` reads the stored arrays as numpy."""
+    leaves = [jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(like)]
+    return {f"{i:06d}": np.empty(x.shape, x.dtype) for i, x in enumerate(leaves)}
