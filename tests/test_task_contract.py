@@ -5,6 +5,9 @@
 * two values of every traced field share one trace (no recompilation);
 * the same config and key give identical metrics;
 * ``on_update`` is called once per update of every run, with that update's metrics;
+* the run in segments of 3 updates (one compiled program, the last segment
+  masked), its state checkpointed and restored between two segments, gives the
+  separate run, and going on from the restored state gives the same bits;
 * a sweep of the task, interrupted after its first chunk, resumes to the table
   of the separate runs (their metrics and their evaluation), and its summary
   holds the final values of the task's reported metrics.
@@ -23,6 +26,8 @@ import pytest
 
 from ppo_jax import sweep
 from ppo_jax.final_values import final_return
+from ppo_jax.segments import compile_segments
+from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep import resume
 from ppo_jax.sweep.program import Shared, prepare_shared_once
 from ppo_jax.tasks import TASKS
@@ -117,6 +122,38 @@ def test_same_config_and_key_give_identical_metrics(case):
     again = jax.device_get(run(base.replace(**{name: np.float32(values[0])}), jax.random.key(SEEDS[0]), shared))
     for metric in task.metric_names:
         np.testing.assert_array_equal(again[0][metric], separate[(0, SEEDS[0])][0][metric])
+
+
+def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
+    task, base, shared, separate, _, _ = case
+    name, values = AXIS[task.name]
+    cfg = base.replace(**{name: np.float32(values[0])})
+    keys = jnp.stack([jax.random.key(seed) for seed in SEEDS])
+    num_updates = task.num_updates(cfg)
+    assert num_updates % 3 and num_updates > 3  # a last, shorter segment: the masked scan
+    segments = compile_segments(task, cfg, keys, shared, 3)
+    carry, head = segments.advance(cfg, segments.init(cfg, keys, shared), 0, shared)
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    checkpoints.save(3, carry, {"note": "after the first segment"})
+    restored, meta = checkpoints.restore(like=carry)
+    assert meta == {"note": "after the first segment", "update": 3}
+
+    def go_on(carry):
+        parts = []
+        for first in segments.starts(3):
+            carry, metrics = segments.advance(cfg, carry, first, shared)
+            parts.append(metrics)
+        return carry, {k: np.concatenate([head[k], *(p[k] for p in parts)], axis=1) for k in head}
+
+    (carry, metrics), (carry_restored, metrics_restored) = go_on(carry), go_on(restored)
+    chex.assert_trees_all_equal(jax.device_get(carry), jax.device_get(carry_restored))  # bit for bit
+    chex.assert_trees_all_equal(metrics, metrics_restored)
+    params = jax.device_get(jax.vmap(lambda c: task.params_tree(task.finish(cfg, c, {}), shared))(carry))
+    for j, seed in enumerate(SEEDS):
+        for metric in task.metric_names:
+            assert metrics[metric].shape == (len(SEEDS), num_updates)
+            np.testing.assert_allclose(metrics[metric][j], separate[(0, seed)][0][metric], rtol=2e-4, atol=2e-5, err_msg=metric)
+        chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], params), separate[(0, seed)][2], rtol=2e-4, atol=2e-5)
 
 
 def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monkeypatch):

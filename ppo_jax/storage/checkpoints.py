@@ -11,8 +11,8 @@ is added as ``meta["update"]``). Each checkpoint is one Orbax step, written to a
 temporary directory and renamed when complete, so a kill leaves the previous
 ones intact; the newest ``keep`` are kept. PRNG keys are stored as their key data.
 
-A checkpoint that cannot be read (a partial or corrupted file) is skipped with
-a warning naming it, and the one before it is used.
+A checkpoint that cannot be read (a corrupted file) is deleted with a warning
+naming it, and the one before it is used (the run writes it again).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ class Checkpoints:
                 return from_arrays(restored.state, like), dict(restored.meta)
             except Exception as error:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous one
                 warnings.warn(f"checkpoint {path} cannot be read ({type(error).__name__}: {str(error)[:200]}); "
-                              "using the one before it", stacklevel=2)  # fmt: skip
+                              "deleted it, using the one before it", stacklevel=2)  # fmt: skip
+                self._manager.delete(update)  # the run writes this update again
         raise ConfigError(f"no readable checkpoint in {self.directory}; start the run again (without --resume).")
 
     def close(self) -> None:
