@@ -28,6 +28,8 @@ class Sweep:
     """The sweep spec (YAML): base config, envs, seeds, and grid / zip / random axes."""
     out: Annotated[Path | None, tyro.conf.arg(metavar="DIR")] = None
     """Sweep directory to write (required unless --dry-run)."""
+    envs: Annotated[tuple[str, ...], tyro.conf.arg(metavar="ENV")] = ()
+    """Run only these of the spec's envs (e.g. --envs CartPole-v1 Pendulum-v1): the same settings and seeds; --resume needs the same --envs."""
     resume: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Continue the sweep in --out: run only the chunks without a file (the spec must be unchanged)."""
     force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
@@ -53,6 +55,10 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
     from ppo_jax import sweep
 
     spec = sweep.load_spec(args.spec)  # every spec error before anything compiles
+    if args.envs:
+        from ppo_jax.sweep.spec import only_envs
+
+        spec = only_envs(spec, args.envs)
     cache = "auto" if args.cache_dir is None else args.cache_dir
     if args.dry_run:
         say(sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache))

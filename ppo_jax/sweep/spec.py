@@ -314,3 +314,16 @@ def load_spec(source) -> SweepSpec:
         raise SpecError(f"cannot read spec {path}: {error.strerror or error}") from None
     data, lines = parse_yaml(text, str(path))
     return from_dict(data, filename=str(path), lines=lines, text=text)
+
+
+def only_envs(spec: SweepSpec, envs) -> SweepSpec:
+    """``spec`` restricted to ``envs``, a subset of its envs (``ppo-jax sweep --envs``): the same settings and seeds on fewer envs."""
+    envs = [str(e) for e in envs]
+    unknown = [e for e in envs if e not in spec.envs]
+    if unknown or not envs:
+        raise SpecError(f"--envs {','.join(unknown) or '(none)'}: choose from the spec's envs: {', '.join(spec.envs)}.")
+    raw = {k: v for k, v in spec.canonical.items() if v or k in ("seeds", "envs")}
+    raw.update(name=spec.name, envs=[e for e in spec.envs if e in envs])
+    if "env_base" in raw:
+        raw["env_base"] = {e: v for e, v in raw["env_base"].items() if e in envs}
+    return from_dict(raw, filename=f"{spec.name} (--envs {','.join(envs)})")

@@ -378,3 +378,16 @@ def test_line_numbers_of_parsed_yaml():
     data, lines = parse_yaml("base:\n  lr: 1e-3\ngrid:\n  clip_eps:\n    - 0.1\n    - 0.2\n")
     assert data == {"base": {"lr": 0.001}, "grid": {"clip_eps": [0.1, 0.2]}}
     assert lines[("base", "lr")] == 2 and lines[("grid", "clip_eps", 1)] == 6
+
+
+def test_only_envs_keeps_the_settings_of_the_envs_it_keeps():
+    from ppo_jax.sweep.spec import only_envs
+
+    full = load_spec(ROOT / "experiments" / "clip_eps.yaml")
+    kept = only_envs(full, ["Pendulum-v1", "CartPole-v1"])
+    assert kept.envs == ("CartPole-v1", "Pendulum-v1") and kept.seeds == full.seeds and kept.axes == full.axes
+    expected = {(s.env, s.setting_id): s.cfg for s in full.settings if s.env in kept.envs}
+    assert {(s.env, s.setting_id): s.cfg for s in kept.settings} == expected  # env_base (Pendulum's 1M steps) kept
+    assert kept.canonical["env_base"].keys() == {"Pendulum-v1"}
+    with pytest.raises(SpecError, match="--envs Walker: choose from the spec's envs: CartPole-v1, Acrobot-v1"):
+        only_envs(full, ["Walker"])
