@@ -20,6 +20,8 @@ segment: the same program, whose scan skips updates past the end (``masked`` in
 
 from __future__ import annotations
 
+import math
+import re
 import time
 from typing import Callable, NamedTuple
 
@@ -27,11 +29,25 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppo_jax.errors import ConfigError
 from ppo_jax.task import Task
 from ppo_jax.update_loop import scan_updates
 
 MAX_SEGMENT_METRICS_BYTES = 64 * 2**20
 """Cap on one segment's metrics (float32, all runs): bounds the memory a long run uses on the device and host."""
+
+
+def checkpoint_interval(value: str | None, num_updates: int) -> int | None:
+    """``--checkpoint-every``: "5%" of the updates or a number of updates -> updates (at least 1); None: no periodic checkpoints."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*%", text)
+    if match and 0 < float(match.group(1)) <= 100:
+        return max(1, math.ceil(float(match.group(1)) / 100 * num_updates))
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise ConfigError(f"--checkpoint-every {value!r}: give a percentage of the updates (e.g. 5%) or a number of updates (e.g. 100).")
 
 
 def segment_length(num_updates: int, requested: int | None, *, num_runs: int, num_metrics: int) -> int:

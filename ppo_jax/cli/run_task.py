@@ -9,7 +9,6 @@ SIGINT/SIGTERM, and ``--resume`` continues from the newest one.
 from __future__ import annotations
 
 import math
-import re
 import shlex
 import signal
 import time
@@ -35,19 +34,6 @@ class RunOptions(NamedTuple):
     segment_length: int | None = None  # fixed by the run's start; None: chosen from the above
 
 
-def checkpoint_interval(value: str | None, num_updates: int) -> int | None:
-    """``--checkpoint-every``: "5%" of the updates or a number of updates -> updates (at least 1); None: no periodic checkpoints."""
-    if value is None:
-        return None
-    text = str(value).strip()
-    match = re.fullmatch(r"(\d+(?:\.\d*)?)\s*%", text)
-    if match and 0 < float(match.group(1)) <= 100:
-        return max(1, math.ceil(float(match.group(1)) / 100 * num_updates))
-    if text.isdigit() and int(text) > 0:
-        return int(text)
-    raise ConfigError(f"--checkpoint-every {value!r}: give a percentage of the updates (e.g. 5%) or a number of updates (e.g. 100).")
-
-
 def choose_segment_length(num_updates: int, interval: int | None, has_out: bool) -> int | None:
     """Updates per segment: the checkpoint interval; with --out, 5% of the run (at least 10); else the whole run."""
     if interval is not None:
@@ -66,6 +52,7 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
     """
     cfg = task.validate(cfg)
     from ppo_jax.loggers import check_loggers
+    from ppo_jax.segments import checkpoint_interval
     from ppo_jax.storage.run_dir import prepare_out_dir
 
     log = check_loggers(log, out)

@@ -36,6 +36,8 @@ class Sweep:
     """Replace an existing sweep or run directory at --out (the old one is deleted once the new sweep is complete)."""
     dry_run: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Print what would run (runs, programs, chunks, memory per device; compiles one program per group) and exit."""
+    checkpoint_every: Annotated[str | None, tyro.conf.arg(metavar="N|P%")] = None
+    """Run each chunk in segments and checkpoint it every N updates or P% of them into --out/checkpoints/, so --resume after a kill loses at most a segment, not a chunk."""
     chunk_size: Annotated[int | None, tyro.conf.arg(metavar="N")] = None
     """(setting, seed) pairs per chunk, rounded up to a multiple of the device count (default: the most that fit --memory-budget)."""
     memory_budget: Annotated[str | None, tyro.conf.arg(metavar="SIZE")] = None
@@ -72,6 +74,7 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
         sweep.run(
             spec, args.out, resume=args.resume, force=args.force, chunk_size=args.chunk_size,
             memory_budget=args.memory_budget, part=args.part, cache_dir=cache, command=argv,
+            checkpoint_every=args.checkpoint_every,
         )  # fmt: skip
     except KeyboardInterrupt:
         print(f"interrupted: finished chunks are saved in {args.out}; rerun with --resume to run the rest", file=sys.stderr)

@@ -11,6 +11,8 @@ Layout::
       sweep.log        one line per chunk: compile and run seconds, env steps/s
       chunks/          one Parquet file per finished chunk (temp file + rename);
                        ``pd.read_parquet(DIR / "chunks")`` reads a sweep in progress
+      checkpoints/     with --checkpoint-every: the state of each chunk in flight
+                       (``ppo_jax.sweep.segmented``), removed once its file is written
       metrics.parquet  the merged table once every chunk is done, rows in canonical order
       summary.csv      final values per env x setting: mean over seeds and 95% bootstrap CI
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import sys
 import time
@@ -31,12 +32,15 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import SpecError
+from ppo_jax.segments import checkpoint_interval
+from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
 from ppo_jax.storage.provenance import collect_metadata, now_iso
 from ppo_jax.sweep import resume as sweep_dir
 from ppo_jax.sweep.plan import Chunk, Group, format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, part_slice, round_up
 from ppo_jax.sweep.program import (
     Program, Shared, compile_program, default_memory_budget, device_mesh, fit_program, prepare_shared_once, run_program,
 )  # fmt: skip
+from ppo_jax.sweep.segmented import run_chunk_in_segments
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
 
@@ -240,23 +244,38 @@ def _shared(the_plan: Plan, group: Group, log: Callable, shared: dict) -> tuple[
     return shared[group.index], seconds
 
 
-def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict) -> tuple[pd.DataFrame, dict]:
-    """Run one chunk; its info charges a program's compile time (and shared pretraining) to the first chunk that uses it."""
+def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict,
+               checkpointing: tuple[str, Path] | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+    """Run one chunk; its info charges a program's compile time (and shared pretraining) to the first chunk that uses it.
+
+    ``checkpointing = (checkpoint_every, directory)``: run it in segments, checkpointed
+    into ``directory`` (``ppo_jax.sweep.segmented``; its programs compile on first use, inside run_seconds).
+    """
     task, group = the_plan.spec.task, the_plan.groups[chunk.group]
-    program = _program(the_plan, group, mesh, log)
-    compile_seconds = 0.0 if id(program) in charged else program.compile_seconds
-    charged.add(id(program))
     shared_values, pretrain_seconds = _shared(the_plan, group, log, shared)
-    cfgs = [the_plan.spec.settings[i].cfg for i, _ in chunk.pairs]
+    cfgs, seeds = [the_plan.spec.settings[i].cfg for i, _ in chunk.pairs], [seed for _, seed in chunk.pairs]
     start = time.perf_counter()
-    metrics = run_program(program, task, cfgs, [seed for _, seed in chunk.pairs], mesh, shared_values)
+    if checkpointing is None:
+        program = _program(the_plan, group, mesh, log)
+        compile_seconds = 0.0 if id(program) in charged else program.compile_seconds
+        charged.add(id(program))
+        size, memory = program.size, program.memory
+        start = time.perf_counter()
+        metrics = run_program(program, task, cfgs, seeds, mesh, shared_values)
+    else:
+        every, directory = checkpointing
+        size = round_up(the_plan.chunk_sizes[group.index], mesh.size)
+        compile_seconds, memory = 0.0, the_plan.programs[group.index].memory if group.index in the_plan.programs else None
+        interval = checkpoint_interval(every, task.num_updates(group.cfg))
+        metrics = run_chunk_in_segments(task, cfgs, seeds, size, mesh, shared_values, shared_mode(the_plan.spec),
+                                        log_every=the_plan.spec.log_every, interval=interval, directory=directory)  # fmt: skip
     run_seconds = time.perf_counter() - start
     env_steps = sum(task.num_updates(c) * task.steps_per_update(c) for c in cfgs)
     info = {
-        "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": program.size - len(chunk.pairs),
+        "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": size - len(chunk.pairs),
         "compile_seconds": compile_seconds, "pretrain_seconds": pretrain_seconds, "run_seconds": run_seconds,
         "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "unit": task.sample_unit,
-        "memory_bytes": program.memory,
+        "memory_bytes": memory, "segmented": checkpointing is not None,
         "devices": mesh.size, "host": socket.gethostname(), "finished": now_iso(),
     }  # fmt: skip
     return chunk_frame(the_plan.spec, chunk, metrics), info
@@ -274,6 +293,7 @@ def run(
     cache_dir="auto",
     progress: bool = True,
     command: list[str] | None = None,
+    checkpoint_every: str | None = None,
 ) -> pd.DataFrame:
     """Run a sweep and return its table (see ``ppo_jax.sweep.table``): one row per env x setting x seed x log step.
 
@@ -290,6 +310,9 @@ def run(
       cache_dir: persistent compilation cache; "auto": ``default_cache_dir()``; None: none.
       progress: show a bar over chunks and log lines.
       command: the command line recorded in metadata.json (default: sys.argv).
+      checkpoint_every: run each chunk in segments and checkpoint its state every
+        this many updates or percent of them ("10%"), so a resumed sweep loses at
+        most a segment (``ppo_jax.sweep.segmented``; needs ``out``).
 
     Returns:
       The table of every finished chunk (all of them, unless a part of the sweep
@@ -300,8 +323,11 @@ def run(
     _check_chunk_size(chunk_size)
     progress = progress and jax.process_index() == 0  # one bar and log, from process 0, in a multi-host run
     log = _say if progress else (lambda message: None)
-    if out is None and (resume or force or part):
-        raise SpecError("resume, force and part need a sweep directory (out).")
+    if out is None and (resume or force or part or checkpoint_every):
+        raise SpecError("resume, force, part and checkpoint_every need a sweep directory (out).")
+    if checkpoint_every is not None:
+        for setting in spec.settings:
+            checkpoint_interval(checkpoint_every, spec.task.num_updates(setting.cfg))  # a bad value: before compiling
     lead = jax.process_index() == 0
     stored = None
     if out is not None:
@@ -318,10 +344,10 @@ def run(
             metadata = _metadata(the_plan, command or [sys.executable, *sys.argv])
             in_effect = sweep_dir.create(out, spec, the_plan.to_dict(), metadata, force=force)  # maybe another part's
             the_plan = the_plan._replace(chunk_sizes=in_effect["chunk_sizes"])
-        return _execute(the_plan, out, part, progress, log)
+        return _execute(the_plan, out, part, progress, log, checkpoint_every)
 
 
-def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callable) -> pd.DataFrame:
+def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None) -> pd.DataFrame:
     sizes = [int(s) for s in _from_process_0(the_plan.chunk_sizes)]
     the_plan = the_plan._replace(chunk_sizes=sizes, chunks=make_chunks(the_plan.groups, sizes))
     mine = [the_plan.chunks[i] for i in part_slice(len(the_plan.chunks), part)]
@@ -335,9 +361,14 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
 
     with tqdm(total=len(pending), unit="chunk", disable=not progress, dynamic_ncols=True) as bar:
         for chunk in pending:
-            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged, shared)
+            checkpointing = None if checkpoint_every is None else (checkpoint_every, out / CHECKPOINT_DIR / chunk.chunk_id)
+            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged, shared, checkpointing)
             if out is not None and jax.process_index() == 0:
                 sweep_dir.write_chunk(out, chunk.chunk_id, frame, info)
+                if checkpointing is not None:
+                    shutil.rmtree(checkpointing[1], ignore_errors=True)
+                    with contextlib.suppress(OSError):  # the last chunk's: no checkpoints left
+                        checkpointing[1].parent.rmdir()
                 sweep_dir.append_log(out, sweep_dir.log_line(info))
             elif out is None:
                 frames[chunk.chunk_id] = frame

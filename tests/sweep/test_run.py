@@ -221,3 +221,33 @@ def test_two_hosts_with_distributed_equal_one(tiny, tmp_path):
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["sweep"]["num_hosts"] == 2 and metadata["sweep"]["num_devices"] == 4
     assert_tables_close(pd.read_parquet(out / "metrics.parquet"), tiny[1], rtol=1e-3)
+
+
+def test_a_chunk_stopped_mid_way_resumes_from_its_checkpoint(tiny, tmp_path, monkeypatch):
+    """--checkpoint-every: stopped after the first segment's checkpoint, the chunk resumes from it, to the same bits."""
+    from ppo_jax.storage import checkpoints as checkpoints_module
+
+    args = dict(chunk_size=6, progress=False, checkpoint_every="3")  # one chunk of all 6 pairs, 8 updates: 3 + 3 + 2
+    straight = sweep.run(TINY_SPEC, tmp_path / "straight", **args)
+    assert not (tmp_path / "straight" / "checkpoints").exists()
+    assert_tables_close(straight, tiny[1])  # segmented: the one-program sweep to float32 rounding
+
+    out, save, saved = tmp_path / "stopped", checkpoints_module.Checkpoints.save, []
+
+    def stop_after_first(self, update, carry, meta):
+        if saved:
+            raise KeyboardInterrupt  # a kill after the first checkpoint
+        saved.append(update)
+        return save(self, update, carry, meta)
+
+    monkeypatch.setattr(checkpoints_module.Checkpoints, "save", stop_after_first)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(TINY_SPEC, out, **args)
+    assert saved == [3] and [p.name for p in (out / "checkpoints").iterdir()] == ["g000-c00000"]
+    monkeypatch.setattr(checkpoints_module.Checkpoints, "save", save)
+    restored = []
+    restore = checkpoints_module.Checkpoints.restore
+    monkeypatch.setattr(checkpoints_module.Checkpoints, "restore", lambda self, like: restored.append(1) or restore(self, like))
+    resumed = sweep.run(TINY_SPEC, out, resume=True, **args)
+    assert restored == [1] and not (out / "checkpoints" / "g000-c00000").exists()
+    pd.testing.assert_frame_equal(resumed, straight)
