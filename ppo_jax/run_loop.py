@@ -67,29 +67,48 @@ def run_segments(segments: Segments, task, cfg, seeds, carry, shared, *, first_u
     """Run the segments from ``first_update`` (a segment boundary) to the end; see the module docstring.
 
     ``meta`` is stored with every checkpoint (with ``update`` and ``metrics_bytes``).
-    With ``checkpoints``, SIGINT and SIGTERM end the segment in flight, write a
-    checkpoint and raise ``Stopped``; without, they act as usual.
+    Segment i + 1 is dispatched before segment i's metrics are fetched, so the
+    host's work overlaps the program's. With ``checkpoints``, SIGINT and SIGTERM
+    stop the loop at the next segment boundary: a checkpoint of the last segment
+    handled, and ``Stopped``; without, they act as usual.
     """
     kept = [] if run is None else None
     last_checkpoint, start = first_update, time.perf_counter()
+    length = run.metrics_path.stat().st_size if run is not None and run.metrics_path.exists() else 0
+
+    def handle(first, carry, metrics, requested) -> None:
+        """The host's part of a finished segment (while the next one runs): metrics out, checkpoint if due or asked for."""
+        nonlocal last_checkpoint, length
+        metrics = segments.fetch(metrics, first)
+        done = first + next(iter(metrics.values())).shape[1]
+        if run is None:
+            kept.append(metrics)
+        else:
+            length = run.append_metrics(metrics_frame(task, cfg, seeds, metrics, first))
+        for logger in loggers:
+            logger.write(first, metrics)
+        stop = bool(requested[0]) and done < segments.num_updates
+        due = checkpoint_every is not None and done - last_checkpoint >= checkpoint_every and done < segments.num_updates
+        if checkpoints is not None and (due or stop):
+            if run is not None:
+                run.sync_metrics()  # the rows the checkpoint covers are on disk before it is
+            checkpoints.save(done, carry, {**(meta or {}), "metrics_bytes": length})
+            last_checkpoint = done
+        if stop:
+            checkpoints.wait()
+            raise Stopped(requested[0], done)
+
     # Without checkpoints a signal stops the run as usual: there is nothing to save and a segment may be long.
     with stop_requests() if checkpoints is not None else contextlib.nullcontext([0]) as requested:
+        pending = None
         for first in segments.starts(first_update):
-            carry, metrics = segments.advance(cfg, carry, first, shared)
-            done = first + next(iter(metrics.values())).shape[1]
-            if run is None:
-                kept.append(metrics)
-            else:
-                length = run.append_metrics(metrics_frame(task, cfg, seeds, metrics, first))
-            for logger in loggers:
-                logger.write(first, metrics)
-            stop = bool(requested[0]) and done < segments.num_updates
-            due = checkpoint_every is not None and done - last_checkpoint >= checkpoint_every and done < segments.num_updates
-            if checkpoints is not None and (due or stop):
-                checkpoints.save(done, carry, {**(meta or {}), "metrics_bytes": length})
-                last_checkpoint = done
-            if stop:
-                raise Stopped(requested[0], done)
+            # Dispatch this segment first, then do the host's work for the previous one while it runs.
+            carry, metrics = segments.dispatch(cfg, carry, first, shared)
+            if pending is not None:
+                handle(*pending, requested)
+            pending = (first, carry, metrics)
+        if pending is not None:
+            handle(*pending, requested)
     seconds = time.perf_counter() - start
     metrics = None if kept is None else {name: np.concatenate([m[name] for m in kept], axis=1) for name in kept[0]}
     return RunResult(carry, metrics, seconds, segments.num_updates - first_update)

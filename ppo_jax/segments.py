@@ -71,9 +71,17 @@ class Segments(NamedTuple):
 
     def advance(self, cfg, carry, first: int, shared) -> tuple[object, dict[str, np.ndarray]]:
         """Updates ``first ..`` of one segment: the new carry and ``metrics[name]``, ``[num_runs, n]`` numpy (n <= length)."""
-        carry, metrics = self.advance_program(cfg, carry, jnp.int32(first), shared)
+        carry, metrics = self.dispatch(cfg, carry, first, shared)
+        return carry, self.fetch(metrics, first)
+
+    def dispatch(self, cfg, carry, first: int, shared):
+        """``advance`` without waiting: the new carry and the metrics on the device (``fetch`` them)."""
+        return self.advance_program(cfg, carry, jnp.int32(first), shared)
+
+    def fetch(self, metrics, first: int) -> dict[str, np.ndarray]:
+        """The metrics of the segment from ``first`` on the host, ``[num_runs, n]``, updates past the run's end dropped."""
         count = min(self.length, self.num_updates - first)
-        return carry, {name: np.asarray(values)[:, :count] for name, values in jax.device_get(metrics).items()}
+        return {name: np.asarray(values)[:, :count] for name, values in jax.device_get(metrics).items()}
 
     def starts(self, first: int = 0) -> range:
         """The first update of each segment from ``first`` (a segment boundary) on."""

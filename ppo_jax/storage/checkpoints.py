@@ -1,7 +1,7 @@
 """Checkpoints of a run's whole training state, written with Orbax (no pickle): ``DIR/checkpoints/<update>/``.
 
     checkpoints = Checkpoints(run_dir / "checkpoints", keep=3)
-    checkpoints.save(update, carry, {"metrics_bytes": ...})    # after ``update`` updates of every run
+    checkpoints.save(update, carry, {"metrics_bytes": ...})    # after ``update`` updates of every run (asynchronous)
     carry, meta = checkpoints.restore(like=carry0)              # the newest readable one
 
 ``carry`` is the vmapped training state between segments (``ppo_jax.segments``):
@@ -34,9 +34,12 @@ def _is_key(x) -> bool:
 
 
 def to_arrays(carry) -> dict[str, np.ndarray]:
-    """The leaves of ``carry`` as ``{"000000": array, ...}`` in tree order (keys as their uint32 key data)."""
+    """The leaves of ``carry`` as ``{"000000": array, ...}`` in tree order (keys as their uint32 key data).
+
+    Copies: an asynchronous save writes them after the caller has moved on (and may change its own arrays).
+    """
     leaves = jax.device_get([jax.random.key_data(x) if _is_key(x) else x for x in jax.tree.leaves(carry)])
-    return {f"{i:06d}": np.asarray(x) for i, x in enumerate(leaves)}
+    return {f"{i:06d}": np.array(x, copy=True) for i, x in enumerate(leaves)}
 
 
 def from_arrays(arrays: dict, like):
@@ -63,11 +66,15 @@ class Checkpoints:
         logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO
         self.directory = Path(directory).absolute()
         self._ocp = ocp
-        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=False, create=True)
+        # Asynchronous: ``save`` returns once the arrays are copied to the host and Orbax writes them while
+        # training goes on (a kill mid-write leaves an unfinished temporary directory, which Orbax ignores).
+        options = ocp.CheckpointManagerOptions(max_to_keep=keep, enable_async_checkpointing=True, create=True)
         self._manager = ocp.CheckpointManager(self.directory, options=options)
 
     def updates(self) -> list[int]:
-        """Update counts of the stored checkpoints, oldest first."""
+        """Update counts of the stored (complete) checkpoints, oldest first."""
+        self._manager.wait_until_finished()
+        self._manager.reload()
         return sorted(self._manager.all_steps())
 
     def save(self, update: int, carry, meta: dict) -> Path:
@@ -76,8 +83,11 @@ class Checkpoints:
         args = ocp.args.Composite(state=ocp.args.StandardSave(to_arrays(carry)),
                                   meta=ocp.args.JsonSave({**meta, "update": int(update)}))  # fmt: skip
         self._manager.save(int(update), args=args, force=True)
-        self._manager.wait_until_finished()
         return self.directory / str(update)
+
+    def wait(self) -> None:
+        """Block until the checkpoints being written are complete (before exiting on a signal)."""
+        self._manager.wait_until_finished()
 
     def restore(self, like) -> tuple[object, dict]:
         """The newest readable checkpoint: ``(carry, meta)``; unreadable newer ones are skipped with a warning.
@@ -98,6 +108,8 @@ class Checkpoints:
         raise ConfigError(f"no readable checkpoint in {self.directory}; start the run again (without --resume).")
 
     def close(self) -> None:
+        """Wait for the checkpoints being written, then release the manager."""
+        self._manager.wait_until_finished()
         self._manager.close()
 
 

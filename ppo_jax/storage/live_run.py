@@ -106,14 +106,18 @@ class LiveRun:
         write_json(self.path / METADATA_FILE, {**self.metadata(), **values})
 
     def append_metrics(self, frame) -> int:
-        """Append rows to metrics.csv (the header first, if new), flushed to disk; returns the file's length in bytes."""
+        """Append rows to metrics.csv (the header first, if new); returns the file's length in bytes (``sync_metrics`` makes it durable)."""
         path = self.metrics_path
         new = not path.exists() or path.stat().st_size == 0
         with open(path, "a", newline="") as f:
             frame.to_csv(f, index=False, header=new)
-            f.flush()
-            os.fsync(f.fileno())
             return f.tell()
+
+    def sync_metrics(self) -> None:
+        """fsync metrics.csv: before a checkpoint that covers its rows."""
+        if self.metrics_path.exists():
+            with open(self.metrics_path, "rb") as f:
+                os.fsync(f.fileno())
 
     def cut_metrics(self, length: int) -> None:
         """Cut metrics.csv back to ``length`` bytes (what a checkpoint covers)."""

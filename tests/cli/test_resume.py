@@ -95,3 +95,33 @@ def test_stopped_killed_and_corrupted_run_resumes_to_the_uninterrupted_run(tmp_p
             scalars = events.Scalars(name)
             assert [s.step for s in scalars] == list(range(NUM_UPDATES)), name  # each update once, in order
             np.testing.assert_array_equal(np.float32([s.value for s in scalars]), rows.sort_values("update")[name].to_numpy(np.float32))
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--resume"], "--resume continues the run in --out DIR: add --out"),
+        (["--checkpoint-every", "5%"], "--checkpoint-every writes checkpoints into the run directory: add --out"),
+        (["--out", "{out}", "--checkpoint-every", "0%"], "--checkpoint-every '0%': give a percentage"),
+        (["--out", "{out}", "--checkpoint-every", "often"], "--checkpoint-every 'often'"),
+        (["--out", "{out}", "--keep-checkpoints", "0"], "--keep-checkpoints must be >= 1"),
+        (["--log", "tensorboard"], "--log tensorboard writes into the run directory: add --out DIR"),
+        (["--out", "{out}", "--resume"], "holds no unfinished ppo-jax run"),
+        (["--out", "{out}", "--resume", "--force"], "--resume and --force exclude each other"),
+    ],
+)
+def test_long_run_flags_are_refused_before_compiling(args, expected, tmp_path, capsys):
+    from ppo_jax.cli import main
+
+    out = tmp_path / "run"
+    assert main(["train", *[a.replace("{out}", str(out)) for a in args]]) == 2
+    assert expected in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_checkpoint_interval_in_updates():
+    from ppo_jax.segments import checkpoint_interval
+
+    assert checkpoint_interval("5%", 976) == 49 and checkpoint_interval("100%", 10) == 10  # ceil(48.8)
+    assert checkpoint_interval("0.5%", 100) == 1 and checkpoint_interval("120", 976) == 120
+    assert checkpoint_interval(None, 976) is None

@@ -50,6 +50,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_with_a_warning(t
     checkpoints = Checkpoints(tmp_path / "checkpoints", keep=3)
     for update in (1, 2):
         checkpoints.save(update, state(float(update)), {})
+    checkpoints.wait()  # written asynchronously
     newest = tmp_path / "checkpoints" / "2"
     for path in (newest / "state").rglob("*"):
         if path.is_file():
@@ -68,6 +69,7 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_with_a_warning(t
 def test_a_state_of_another_shape_is_refused(tmp_path):
     checkpoints = Checkpoints(tmp_path / "checkpoints")
     checkpoints.save(1, state(1.0), {})
+    checkpoints.wait()
     other = state(0.0)._replace(step=jnp.int32([1, 2, 3]))
     with pytest.warns(UserWarning, match="cannot be read"), pytest.raises(ConfigError):
         checkpoints.restore(like=other)
