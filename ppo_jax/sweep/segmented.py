@@ -88,19 +88,21 @@ def run_chunk_in_segments(task: Task, cfgs: list, seeds: list[int], size: int, m
     table = {name: np.full((size, num_logs), np.nan, np.float32) for name in task.metric_names}
     state = init(stacked, keys, shared)
     checkpoints = Checkpoints(directory, keep)
-    first = 0
-    if checkpoints.updates():
-        (state, table), meta = checkpoints.restore(like=(state, table))
-        table, first = {name: np.array(values) for name, values in table.items()}, int(meta["update"])
-    for start in range(first, num_updates, length):
-        state, metrics = advance(stacked, state, np.int32(start), shared)
-        metrics = jax.device_get(metrics)
-        begin, end = start // log_every, min(num_logs, math.ceil((start + length) / log_every))
-        for name in task.metric_names:
-            table[name][:, begin:end] = np.asarray(metrics[name])[:, : end - begin]
-        if start + length < num_updates:
-            checkpoints.save(start + length, (state, table), {})
-    evaluation = jax.device_get(finish(stacked, state, keys, shared))
-    checkpoints.close()
+    try:  # a stop (KeyboardInterrupt, SIGTERM) still completes the checkpoint being written
+        first = 0
+        if checkpoints.updates():
+            (state, table), meta = checkpoints.restore(like=(state, table))
+            table, first = {name: np.array(values) for name, values in table.items()}, int(meta["update"])
+        for start in range(first, num_updates, length):
+            state, metrics = advance(stacked, state, np.int32(start), shared)
+            metrics = jax.device_get(metrics)
+            begin, end = start // log_every, min(num_logs, math.ceil((start + length) / log_every))
+            for name in task.metric_names:
+                table[name][:, begin:end] = np.asarray(metrics[name])[:, : end - begin]
+            if start + length < num_updates:
+                checkpoints.save(start + length, (state, table), {})
+        evaluation = jax.device_get(finish(stacked, state, keys, shared))
+    finally:
+        checkpoints.close()
     out = {**table, **{name: np.asarray(evaluation[name]) for name in task.eval_names}}
     return {name: values[: len(cfgs)] for name, values in out.items()}
