@@ -12,6 +12,11 @@ the rollout alone (env + policy forward, no update) as the ceiling.
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
+
+Against a peer, side by side in one process (``scripts/bench_against.py``):
+
+    python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl    # CartPole and Pendulum, 1/16/64 seeds
+    python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl --envs CartPole-v1 --seeds 1 --repeats 10
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -31,6 +37,8 @@ from ppo_jax.progress import ProgressReporter
 from ppo_jax.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.train import init_runner, train
+
+import bench_against  # scripts/bench_against.py
 
 CASES = {
     # name: (seeds, config overrides, progress callback: None, "cli" (every 5% of updates) or "every" update)
@@ -100,8 +108,22 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--total-timesteps", type=int, default=100_000, help="env steps per seed (default 100k)")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per case; the minimum is reported")
-    parser.add_argument("--out", type=Path, default=Path("bench_results/bench.json"))
+    parser.add_argument("--out", type=Path, default=None, help="JSON file (default bench_results/bench.json, "
+                        "or bench_results/against_purejaxrl.json with --against)")
+    parser.add_argument("--against", choices=["purejaxrl"], default=None,
+                        help="run a peer's PPO beside ours on the same work, alternating (scripts/bench_against.py)")
+    parser.add_argument("--peer-path", type=Path, default=None, help="a local checkout of the peer (with --against)")
+    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"], choices=["CartPole-v1", "Pendulum-v1"],
+                        help="with --against: the tasks (default both)")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 16, 64], help="with --against: seed counts")
     args = parser.parse_args()
+    if args.against:
+        if args.peer_path is None:
+            parser.error("--against needs --peer-path, a local checkout (git clone https://github.com/luchris429/purejaxrl)")
+        rows = bench_against.run(args.peer_path, args.envs, args.seeds,
+                                 args.total_timesteps if "--total-timesteps" in sys.argv else None, args.repeats)
+        write(rows, args.out or Path(f"bench_results/against_{args.against}.json"))
+        return
 
     rows = []
     header = f"{'case':<10} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
@@ -115,11 +137,16 @@ def main() -> None:
             f"{row['compile_s']:>9.2f} {row['run_s']:>7.2f} {row['env_steps_per_s']:>12,}",
             flush=True,
         )
-    metadata = collect_metadata(["python", "scripts/bench.py", *__import__("sys").argv[1:]])
+    write(rows, args.out or Path("bench_results/bench.json"))
+
+
+def write(rows: list[dict], out: Path) -> None:
+    """The rows as JSON with the run's provenance (command, commit, versions, hardware)."""
+    metadata = collect_metadata(["python", "scripts/bench.py", *sys.argv[1:]])
     result = {"results": rows, "metadata": metadata, "machine": platform.platform(), "backend": jax.default_backend()}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,139 @@
+"""ppo_jax beside PureJaxRL on the same work, in one process, alternating A B A B: ``bench.py --against purejaxrl``.
+
+For each env and seed count, both programs (``jax.vmap`` over seeds of one
+training run, PureJaxRL's ``make_train(config)`` from a local checkout and our
+``train(cfg, key)``) are compiled ahead of time, then run in turn ``repeats``
+times, the order swapped every round, so that a machine whose speed drifts
+slows both alike. Reported per side: compile seconds, run seconds (min and
+median), env steps/s (from the min) and final return (mean over seeds of the
+episodes finished in the last 5% of updates); and the ratios ours / peer.
+
+The configs are the same work: CartPole-v1 with PureJaxRL's ppo.py config (4 envs
+x 128 steps, 4 minibatches x 4 epochs, lr 2.5e-4 annealed, tanh 64x64); Pendulum-v1
+with ppo_continuous_action.py's network (tanh 256x256) and CleanRL's
+continuous-control schedule (8 envs x 256 steps, 32 minibatches x 10 epochs, lr 1e-3
+annealed, observation and reward normalization). Ours keeps every default
+(truncation bootstrapped from the final observation, the per-update metrics, the
+exact KL after each update); PureJaxRL treats a time limit as termination and
+reports no loss metrics.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import numpy as np
+
+from ppo_jax import PPOConfig
+from ppo_jax.train import train
+
+PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}
+DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960}  # per seed; Pendulum updates are ~20x dearer
+
+_CARTPOLE = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "ENT_COEF": 0.01,
+             "ACTIVATION": "tanh", "ANNEAL_LR": True}  # fmt: skip
+_PENDULUM = {"LR": 1e-3, "NUM_ENVS": 8, "NUM_STEPS": 256, "UPDATE_EPOCHS": 10, "NUM_MINIBATCHES": 32, "ENT_COEF": 0.0,
+             "ACTIVATION": "tanh", "ANNEAL_LR": True, "NORMALIZE_ENV": True}  # fmt: skip
+_COMMON = {"GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "DEBUG": False}
+
+
+def peer_config(env: str, total_timesteps: int) -> dict:
+    """PureJaxRL's config dict for ``env``."""
+    base = _CARTPOLE if env == "CartPole-v1" else _PENDULUM
+    return {**_COMMON, **base, "ENV_NAME": env, "TOTAL_TIMESTEPS": total_timesteps}
+
+
+def our_config(env: str, total_timesteps: int) -> PPOConfig:
+    """The PPOConfig doing the same work as ``peer_config(env, ...)``."""
+    if env == "CartPole-v1":
+        return PPOConfig(env=env, total_timesteps=total_timesteps)
+    return PPOConfig(env=env, total_timesteps=total_timesteps, num_envs=8, num_steps=256, num_minibatches=32,
+                     update_epochs=10, lr=1e-3, ent_coef=0.0, normalize_obs=True, normalize_reward=True,
+                     hidden_sizes=(256, 256))  # fmt: skip
+
+
+def _final_return_ours(out, num_updates: int) -> float:
+    last = max(1, num_updates // 20)
+    return float(np.nanmean(np.asarray(out.metrics["episode_return"])[:, -last:]))
+
+
+def _final_return_peer(out, num_updates: int) -> float:
+    last = max(1, num_updates // 20)
+    info = out["metrics"]
+    returns = np.asarray(info["returned_episode_returns"])[:, -last:]
+    finished = np.asarray(info["returned_episode"])[:, -last:].astype(bool)
+    return float(returns[finished].mean()) if finished.any() else float("nan")
+
+
+def _compile(fn, *args) -> tuple[object, float]:
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*args).compile()
+    return compiled, time.perf_counter() - start
+
+
+def _time(compiled, *args) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled(*args))
+    return time.perf_counter() - start, out
+
+
+def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
+    """One row of the table: both sides compiled, then run alternately ``repeats`` times each."""
+    cfg = our_config(env, total_timesteps)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    peer_keys = jax.random.split(jax.random.PRNGKey(0), seeds)
+    ours = jax.vmap(train, in_axes=(None, 0))
+    peer = jax.vmap(peer_module.make_train(peer_config(env, total_timesteps)))
+    ours_compiled, ours_compile = _compile(ours, cfg, keys)
+    peer_compiled, peer_compile = _compile(peer, peer_keys)
+    sides = {"ours": (ours_compiled, (cfg, keys)), "peer": (peer_compiled, (peer_keys,))}
+    times, outs = {"ours": [], "peer": []}, {}
+    for round_ in range(repeats):
+        for side in ("ours", "peer") if round_ % 2 == 0 else ("peer", "ours"):
+            seconds, outs[side] = _time(sides[side][0], *sides[side][1])
+            times[side].append(seconds)
+    env_steps = seeds * cfg.num_updates * cfg.batch_size
+    row = {"env": env, "seeds": seeds, "env_steps_per_seed": cfg.num_updates * cfg.batch_size}
+    for side, compile_s, final in (("ours", ours_compile, _final_return_ours(outs["ours"], cfg.num_updates)),
+                                   ("peer", peer_compile, _final_return_peer(outs["peer"], cfg.num_updates))):  # fmt: skip
+        row[side] = {
+            "compile_s": round(compile_s, 2),
+            "run_s_min": round(min(times[side]), 3),
+            "run_s_median": round(statistics.median(times[side]), 3),
+            "run_s_all": [round(t, 3) for t in times[side]],
+            "env_steps_per_s": round(env_steps / min(times[side])),
+            "final_return": round(final, 1),
+        }
+    row["speedup_min"] = round(min(times["peer"]) / min(times["ours"]), 3)
+    row["speedup_median"] = round(statistics.median(times["peer"]) / statistics.median(times["ours"]), 3)
+    row["compile_ratio"] = round(ours_compile / peer_compile, 3)
+    return row
+
+
+HEADER = (f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
+          f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}")  # fmt: skip
+
+
+def format_row(row: dict) -> str:
+    o, p = row["ours"], row["peer"]
+    return (f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
+            f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
+            f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}")  # fmt: skip
+
+
+def run(peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int) -> list[dict]:
+    """Every (env, seeds) row, printed as it finishes."""
+    from purejaxrl_peer import load  # scripts/ is on sys.path when bench.py runs
+
+    rows = []
+    print(HEADER)
+    print("-" * len(HEADER))
+    for env in envs:
+        module = load(peer_path, PEER_SCRIPTS[env])
+        for seeds in seed_counts:
+            row = compare(module, env, seeds, total_timesteps or DEFAULT_STEPS[env], repeats)
+            rows.append(row)
+            print(format_row(row), flush=True)
+    return rows
