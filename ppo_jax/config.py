@@ -13,6 +13,7 @@ from typing import Literal
 
 from flax import struct
 
+from ppo_jax import brax_envs
 from ppo_jax.config_fields import (
     ConfigBase,
     check_choice,
@@ -26,8 +27,11 @@ from ppo_jax.errors import ConfigError, close_matches
 from ppo_jax.schedules import SCHEDULES, Schedule
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
+ActionDist = Literal["gaussian", "tanh_gaussian"]
+BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
 Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
+ACTION_DISTS = ("gaussian", "tanh_gaussian")
 OBJECTIVES = ("clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip")
 CLIPPED_OBJECTIVES = ("clip", "clip_no_min", "dual_clip")
 KL_OBJECTIVES = ("kl_fixed", "kl_adaptive")
@@ -39,7 +43,9 @@ class PPOConfig(ConfigBase):
 
     # ----- static: changing one compiles a new program -----
     env: str = static("CartPole-v1")
-    """Environment id: a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar) or a ppo_jax probe env."""
+    """Environment id: a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar), a Brax task (brax/halfcheetah; needs the [brax] extra) or a ppo_jax probe env."""
+    brax_backend: BraxBackend = static("spring")
+    """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks.md); ignored by other envs."""
     total_timesteps: int = static(500_000)
     """Environment steps per training run (summed over the parallel envs)."""
     num_envs: int = static(4)
@@ -56,6 +62,10 @@ class PPOConfig(ConfigBase):
     """Hidden-layer activation."""
     shared_torso: bool = static(False)
     """Actor and critic share their hidden layers (default: two separate MLPs)."""
+    critic_hidden_sizes: tuple[int, ...] = static(())
+    """Widths of the critic's hidden layers when they differ from the actor's (empty: hidden_sizes)."""
+    action_dist: ActionDist = static("gaussian")
+    """Continuous actions: gaussian (PPO paper; clipped at the env, stored unclipped) or tanh_gaussian (Brax PPO; tanh-squashed onto the bounds)."""
     lr_schedule: Schedule = static("linear")
     """Schedule of the learning rate over the run: linear decay to 0 (CleanRL's anneal_lr), or constant."""
     norm_adv: bool = static(True)
@@ -100,6 +110,8 @@ class PPOConfig(ConfigBase):
     """Clip of normalized observations (with normalize_obs)."""
     reward_clip: float = leaf(10.0)
     """Clip of scaled rewards (with normalize_reward)."""
+    reward_scale: float = leaf(1.0)
+    """Constant factor on the rewards PPO learns from (Brax PPO's reward_scaling), applied before normalize_reward; returns are reported unscaled."""
     kl_beta: float = leaf(1.0)
     """KL penalty coefficient beta (kl_fixed), or its initial value (kl_adaptive)."""
     kl_target: float = leaf(0.01)
@@ -139,6 +151,8 @@ class PPOConfig(ConfigBase):
     def inert_fields(self) -> dict[str, str]:
         """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
         inert = {}
+        if not self.env.startswith("brax/"):
+            inert["brax_backend"] = f"{self.env} is not a Brax task"
         if not self.clip_vloss:
             inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
         if not self.normalize_obs:
@@ -177,6 +191,10 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             f"unknown environment {cfg.env!r}.{close_matches(str(cfg.env), known_env_names())} "
             "Run `ppo-jax envs` to list all environment ids."
         )
+    if brax_envs.is_brax(cfg.env) and not brax_envs.available():
+        raise ConfigError(f"{cfg.env}: {brax_envs.INSTALL_HINT}.")
+    check_choice("brax_backend", cfg.brax_backend, brax_envs.BACKENDS)
+    check_choice("action_dist", cfg.action_dist, ACTION_DISTS)
     check_positive_ints(cfg, ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"))
     if cfg.batch_size % cfg.num_minibatches:
         divisors = [d for d in range(1, min(cfg.batch_size, 64) + 1) if cfg.batch_size % d == 0]
@@ -194,6 +212,12 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         not isinstance(h, int) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes
     ):
         raise ConfigError(f"hidden_sizes must be one or more positive integers, got {cfg.hidden_sizes!r}.")
+    if not isinstance(cfg.critic_hidden_sizes, tuple) or any(
+        not isinstance(h, int) or isinstance(h, bool) or h <= 0 for h in cfg.critic_hidden_sizes
+    ):
+        raise ConfigError(f"critic_hidden_sizes must be positive integers (or empty), got {cfg.critic_hidden_sizes!r}.")
+    if cfg.shared_torso and cfg.critic_hidden_sizes:
+        raise ConfigError("critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them.")
     check_choice("activation", cfg.activation, ACTIVATIONS)
     check_choice("objective", cfg.objective, OBJECTIVES)
     for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
@@ -210,6 +234,7 @@ def validate(cfg: PPOConfig) -> PPOConfig:
     check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
     check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
     check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
+    check_range("reward_scale", cfg.reward_scale, low=0, low_open=True, hint=" 1 leaves the rewards as they are.")
     check_range("kl_beta", cfg.kl_beta, low=0)
     check_range("kl_target", cfg.kl_target, low=0, low_open=True)
     check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")

@@ -1,4 +1,4 @@
-"""Environments behind one small interface: gymnax (>= 1.0) ids and ppo_jax probe envs."""
+"""Environments behind one small interface: gymnax (>= 1.0) ids, Brax tasks (``brax/<task>``) and ppo_jax probe envs."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import gymnax
 import numpy as np
 from gymnax.environments import spaces
 
+from ppo_jax import brax_envs
 from ppo_jax.probe_envs import PROBE_ENVS
 
 
@@ -29,12 +30,25 @@ class EnvSpec(NamedTuple):
 
 
 def known_env_names() -> list[str]:
-    return list(gymnax.registered_envs) + list(PROBE_ENVS)
+    """Every id ``--env`` accepts: gymnax ids, Brax tasks (usable with the ``[brax]`` extra), probe envs."""
+    return list(gymnax.registered_envs) + brax_envs.brax_env_names() + list(PROBE_ENVS)
+
+
+def env_spec(cfg) -> EnvSpec:
+    """The environment of a PPOConfig: ``cfg.env`` (on ``cfg.brax_backend`` for a Brax task)."""
+    return make_env(cfg.env, cfg.brax_backend if brax_envs.is_brax(cfg.env) else None)
 
 
 @functools.cache
-def make_env(name: str) -> EnvSpec:
-    """Build environment ``name`` with its default parameters (cached: static per name)."""
+def make_env(name: str, backend: str | None = None) -> EnvSpec:
+    """Build environment ``name`` with its default parameters (cached: static per name and backend).
+
+    ``backend``: the physics pipeline of a Brax task (default ``brax_envs.DEFAULT_BACKEND``); None otherwise.
+    """
+    if brax_envs.is_brax(name):
+        env = brax_envs.make_brax_env(name, backend or brax_envs.DEFAULT_BACKEND)
+        bound = np.ones((env.action_dim,), np.float32)  # Brax actions lie in [-1, 1]^A
+        return EnvSpec(env, env.default_params, env.obs_dim, False, env.action_dim, -bound, bound)
     if name in PROBE_ENVS:
         env = PROBE_ENVS[name]()
         params = env.default_params

@@ -8,7 +8,7 @@ never seen in training) plays exactly one episode, to termination or to the
 environment's time limit (``max_steps_in_episode``), with the policy's
 observation normalization frozen at its final statistics. The *stochastic*
 policy samples its actions, as during training; the *deterministic* one takes
-the mode (argmax logits / Gaussian mean, clipped to the action bounds). Both
+the mode (argmax logits / Gaussian mean, clipped to the action bounds; tanh of a squashed Gaussian's mean). Both
 use the same reset keys, so they start from the same initial states.
 Returns are the undiscounted sums of raw environment rewards.
 """
@@ -25,7 +25,7 @@ from jax import lax
 
 from ppo_jax import distributions
 from ppo_jax.config import PPOConfig
-from ppo_jax.envs import EnvSpec, make_env
+from ppo_jax.envs import EnvSpec, env_spec, make_env
 from ppo_jax.networks import make_network
 from ppo_jax.normalization import RunningMeanStd
 from ppo_jax.rollout import flatten_obs, observe
@@ -102,10 +102,12 @@ def random_policy(spec: EnvSpec) -> Callable:
 def trained_policy(cfg: PPOConfig, params, obs_stats: RunningMeanStd, *, deterministic: bool) -> Callable:
     """The policy of trained ``params``, observation normalization frozen at ``obs_stats``: mode or sample."""
     apply_fn = make_network(cfg).apply
+    spec = env_spec(cfg)
 
     def policy(obs, key):
         dist, _ = apply_fn(params, observe(cfg, obs_stats, obs))
-        return distributions.mode(dist) if deterministic else distributions.sample(key, dist)
+        action = distributions.mode(dist) if deterministic else distributions.sample(key, dist)
+        return distributions.env_action(dist, action, spec.action_low, spec.action_high)
 
     return policy
 
@@ -119,7 +121,7 @@ def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.nda
 
 def evaluate(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int = EVAL_EPISODES) -> Evaluation:
     """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
-    spec = make_env(cfg.env)
+    spec = env_spec(cfg)
 
     def play(deterministic: bool):
         return play_episodes(spec, trained_policy(cfg, params, obs_stats, deterministic=deterministic), key, num_episodes)

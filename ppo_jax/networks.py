@@ -28,7 +28,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ppo_jax.distributions import PolicyDist
+from ppo_jax.distributions import PolicyDist, TanhGaussian
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu}
 
@@ -78,36 +78,47 @@ class MLP(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """obs ``[..., obs_dim]`` -> (PolicyDist with loc ``[..., A]``, value ``[...]``)."""
+    """obs ``[..., obs_dim]`` -> (PolicyDist or TanhGaussian with loc ``[..., A]``, value ``[...]``).
+
+    ``critic_hidden_sizes`` (empty: the same as ``hidden_sizes``) lets the critic be
+    wider or deeper than the actor, as in Brax PPO (4x32 policy, 5x256 value).
+    """
 
     action_dim: int
     discrete: bool
     hidden_sizes: Sequence[int] = (64, 64)
     activation: str = "tanh"
     shared_torso: bool = False
+    squash: bool = False
+    critic_hidden_sizes: Sequence[int] = ()
 
     @nn.compact
-    def __call__(self, obs: jax.Array) -> tuple[PolicyDist, jax.Array]:
+    def __call__(self, obs: jax.Array) -> tuple[PolicyDist | TanhGaussian, jax.Array]:
         if self.shared_torso:
             actor_h = critic_h = MLP(self.hidden_sizes, self.activation, name="torso")(obs)
         else:
             actor_h = MLP(self.hidden_sizes, self.activation, name="actor_torso")(obs)
-            critic_h = MLP(self.hidden_sizes, self.activation, name="critic_torso")(obs)
+            critic_sizes = self.critic_hidden_sizes or self.hidden_sizes
+            critic_h = MLP(critic_sizes, self.activation, name="critic_torso")(obs)
         loc = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), name="policy_head")(actor_h)
         value = nn.Dense(1, kernel_init=orthogonal(1.0), name="value_head")(critic_h)[..., 0]
-        log_std = None if self.discrete else self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-        return PolicyDist(loc, log_std), value
+        if self.discrete:
+            return PolicyDist(loc, None), value
+        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        return (TanhGaussian if self.squash else PolicyDist)(loc, log_std), value
 
 
 def make_network(cfg) -> ActorCritic:
     """The ActorCritic of a PPOConfig: its env's action space, cfg's widths, activation and torso."""
-    from ppo_jax.envs import make_env  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task)
+    from ppo_jax.envs import env_spec  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task)
 
-    spec = make_env(cfg.env)
+    spec = env_spec(cfg)
     return ActorCritic(
         action_dim=spec.action_dim,
         discrete=spec.discrete,
         hidden_sizes=tuple(cfg.hidden_sizes),
         activation=cfg.activation,
         shared_torso=cfg.shared_torso,
+        squash=cfg.action_dist == "tanh_gaussian",
+        critic_hidden_sizes=tuple(cfg.critic_hidden_sizes),
     )

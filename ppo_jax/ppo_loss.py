@@ -44,7 +44,7 @@ class Minibatch(NamedTuple):
     value: jax.Array  # [M] V_old(s)
     advantage: jax.Array  # [M]
     target: jax.Array  # [M] value target (GAE return)
-    old_dist: distributions.PolicyDist  # pi_old(.|s): loc [M, A], log_std [M, A] or None
+    old_dist: distributions.PolicyDist | distributions.TanhGaussian  # pi_old(.|s): loc [M, A], log_std [M, A] or None
 
 
 class LossCoefficients(NamedTuple):
@@ -74,6 +74,11 @@ def ppo_loss(
     if cfg.norm_adv:
         advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
     uses_kl = cfg.objective in ("kl_fixed", "kl_adaptive")
+    squashed = isinstance(dist, distributions.TanhGaussian)
+
+    def noise(old_dist_i, action):
+        """A tanh-Gaussian's entropy is estimated at the stored action's standard normal draw, reparameterized."""
+        return distributions.standard_noise(old_dist_i, action) if squashed else None
 
     def per_sample(dist_i, old_dist_i, value_i, action, old_log_prob, old_value, adv, target):
         log_prob = distributions.log_prob(dist_i, action)
@@ -86,13 +91,13 @@ def ppo_loss(
                 clip_eps=coefs.clip_eps, kl_beta=coefs.kl_beta, dual_clip_c=cfg.dual_clip_c,
             ),  # fmt: skip
             value_loss=value_loss(value_i, old_value, target, vf_clip_eps=cfg.vf_clip_eps, clip=cfg.clip_vloss),
-            entropy=distributions.entropy(dist_i),
+            entropy=distributions.entropy(dist_i, noise=noise(old_dist_i, action)),
             approx_kl=(ratio - 1.0) - log_ratio,
             clip_fraction=(jnp.abs(ratio - 1.0) > coefs.clip_eps).astype(jnp.float32),
         )
 
-    dist_axes = distributions.PolicyDist(0, None)
-    old_axes = distributions.PolicyDist(0, None if batch.old_dist.log_std is None else 0)
+    dist_axes = type(dist)(0, None)
+    old_axes = type(batch.old_dist)(0, None if batch.old_dist.log_std is None else 0)
     terms = jax.vmap(per_sample, in_axes=(dist_axes, old_axes, 0, 0, 0, 0, 0, 0))(
         dist, batch.old_dist, value, batch.action, batch.log_prob, batch.value, advantage, batch.target
     )

@@ -46,11 +46,11 @@ class Transition(NamedTuple):
     """One rollout, every field ``[T, B, ...]``."""
 
     obs: jax.Array  # observation the policy saw (normalized if normalize_obs)
-    action: jax.Array  # sampled action, unclipped
+    action: jax.Array  # sampled action, unclipped (a TanhGaussian's pre-squash u)
     log_prob: jax.Array  # log pi_old(a|s)
-    dist: distributions.PolicyDist  # pi_old(.|s): loc [T, B, A], log_std [T, B, A] or None
+    dist: distributions.PolicyDist | distributions.TanhGaussian  # pi_old(.|s): loc [T, B, A], log_std [T, B, A] or None
     value: jax.Array  # V_old(s)
-    reward: jax.Array  # reward (scaled if normalize_reward)
+    reward: jax.Array  # reward times reward_scale (and scaled if normalize_reward)
     terminated: jax.Array  # the episode reached a terminal state: no bootstrap
     done: jax.Array  # terminated or truncated
     next_obs: jax.Array  # observation after the step (the final observation where done), as the critic sees it
@@ -76,7 +76,7 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
         dist, value = apply_fn(params, obs_in)
         action = distributions.sample(act_key, dist)
         log_prob = distributions.log_prob(dist, action)
-        env_action = action if spec.discrete else jnp.clip(action, spec.action_low, spec.action_high)
+        env_action = distributions.env_action(dist, action, spec.action_low, spec.action_high)
         next_obs, env_state, reward, terminated, truncated, info = step_envs(
             jax.random.split(env_key, cfg.num_envs), runner.env_state, env_action, spec.params
         )
@@ -87,10 +87,10 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
 
         obs_stats = update_stats(runner.obs_stats, next_obs) if cfg.normalize_obs else runner.obs_stats
         critic_next_obs = observe(cfg, obs_stats, jnp.where(done[:, None], final_obs, next_obs))
-        reward_scaler, train_reward = runner.reward_scaler, reward
+        reward_scaler, train_reward = runner.reward_scaler, reward * cfg.reward_scale
         if cfg.normalize_reward:
             reward_scaler, train_reward = scale_reward(
-                runner.reward_scaler, reward, done, gamma=cfg.gamma, clip=cfg.reward_clip
+                runner.reward_scaler, train_reward, done, gamma=cfg.gamma, clip=cfg.reward_clip
             )
 
         ep = runner.episodes

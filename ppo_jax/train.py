@@ -23,7 +23,7 @@ from flax.training.train_state import TrainState
 from ppo_jax import threefry_cpu
 from ppo_jax.adaptation import adapt, init_coefficients
 from ppo_jax.config import PPOConfig, validate
-from ppo_jax.envs import make_env
+from ppo_jax.envs import env_spec
 from ppo_jax.errors import ConfigError
 from ppo_jax.evaluate import EVAL_EPISODES, evaluation_key
 from ppo_jax.evaluate import evaluate as evaluate_params
@@ -56,7 +56,7 @@ class TrainOutput(NamedTuple):
 
 def init_runner(cfg: PPOConfig, key: jax.Array) -> RunnerState:
     """Parameters, optimizer, envs and statistics at the start of a run."""
-    spec = make_env(cfg.env)
+    spec = env_spec(cfg)
     network = make_network(cfg)
     init_key, reset_key, run_key = jax.random.split(key, 3)
     params = network.init(init_key, jnp.zeros((spec.obs_dim,), jnp.float32))
@@ -88,7 +88,7 @@ def _nanmean(x: jax.Array) -> jax.Array:
 
 def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> tuple[RunnerState, dict]:
     """One iteration: rollout, GAE, epochs of minibatch updates. Returns scalar metrics."""
-    spec = make_env(cfg.env)
+    spec = env_spec(cfg)
     learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
     runner = runner._replace(train_state=set_hyperparams(runner.train_state, learning_rate=learning_rate))
     runner, traj = rollout(runner, cfg, spec)
@@ -168,9 +168,14 @@ def check(cfg: PPOConfig) -> PPOConfig:
     """``validate(cfg)``, and the environment built (an unsupported action space is a ConfigError)."""
     validate(cfg)
     try:
-        make_env(cfg.env)
-    except NotImplementedError as error:  # e.g. an action space the networks do not support
+        spec = env_spec(cfg)
+    except (NotImplementedError, ImportError) as error:  # e.g. an action space the networks do not support
         raise ConfigError(f"environment {cfg.env}: {error}") from None
+    if spec.discrete and cfg.action_dist != "gaussian":
+        raise ConfigError(
+            f"action_dist {cfg.action_dist} shapes continuous actions, and {cfg.env} has discrete ones: "
+            "drop --action-dist (the policy is a categorical)."
+        )
     return cfg
 
 

@@ -24,13 +24,13 @@ import tyro
 from ppo_jax.cli.common import say, stdout_to_devnull
 from ppo_jax.cli.report import Report, run_report
 from ppo_jax.cli.sweep import Sweep, run_sweep
-from ppo_jax.cli.train import Rlhf, Train, run_rlhf, run_train
+from ppo_jax.cli.train import Rlhf, Train, run_rlhf, run_train, train_defaults
 from ppo_jax.errors import ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
 class Envs:
-    """List the environment ids accepted by --env: gymnax ids, then ppo_jax probe envs."""
+    """List the environment ids accepted by --env: gymnax ids, Brax tasks (with the [brax] extra), then ppo_jax probe envs."""
 
 
 SUBCOMMANDS = {"train": Train, "sweep": Sweep, "report": Report, "rlhf": Rlhf, "envs": Envs}
@@ -38,7 +38,15 @@ RUNNERS = {Train: run_train, Sweep: run_sweep, Report: run_report, Rlhf: run_rlh
 
 
 def parse(args=None):
-    """Parse the command line into a Train, Sweep, Report, Rlhf or Envs instance (tyro exits with 2 on bad flags)."""
+    """Parse the command line into a Train, Sweep, Report, Rlhf or Envs instance (tyro exits with 2 on bad flags).
+
+    ``ppo-jax train --preset P`` is parsed against P's defaults (ConfigError if P does not fit --env).
+    """
+    args = sys.argv[1:] if args is None else list(args)
+    if args[:1] == ["train"]:
+        defaults = train_defaults(args[1:])
+        if defaults is not None:
+            return tyro.cli(Train, default=defaults, args=args[1:], prog="ppo-jax train")
     return tyro.extras.subcommand_cli_from_dict(
         SUBCOMMANDS,
         prog="ppo-jax",
@@ -48,9 +56,11 @@ def parse(args=None):
 
 
 def run_envs() -> int:
+    from ppo_jax import brax_envs
     from ppo_jax.envs import known_env_names
 
-    say("\n".join(known_env_names()))
+    missing = "" if brax_envs.available() else f"   ({brax_envs.INSTALL_HINT})"
+    say("\n".join(name + (missing if brax_envs.is_brax(name) else "") for name in known_env_names()))
     return 0
 
 
@@ -62,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # ppo-jax train --help | head
         stdout_to_devnull()
         return 1
+    except ConfigError as error:  # a preset that does not fit the env
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     try:
         if isinstance(args, Envs):
             return run_envs()

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from ppo_jax.cli.common import fmt, make_keys, say
 from ppo_jax.errors import ConfigError
+from ppo_jax.storage.run_dir import config_record
 from ppo_jax.task import Task
 
 DEFAULT_SEGMENT_PERCENT = 5
@@ -32,6 +33,7 @@ class RunOptions(NamedTuple):
     eval_episodes: int = 0
     checkpoint_every: str | None = None
     segment_length: int | None = None  # fixed by the run's start; None: chosen from the above
+    preset: str | None = None  # the named base config the run started from (ppo_jax.presets), if any
 
 
 def choose_segment_length(num_updates: int, interval: int | None, has_out: bool) -> int | None:
@@ -107,7 +109,6 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
     if out is not None:
         from ppo_jax.storage.checkpoints import Checkpoints
         from ppo_jax.storage.live_run import LiveRun
-        from ppo_jax.storage.run_dir import config_record
 
         if resume:
             run = LiveRun.resume(out)

@@ -58,6 +58,8 @@ class Train:
     """Also log every metric of every update to TensorBoard (DIR/tensorboard/) or Weights & Biases (offline, DIR/wandb/): optional extras."""
     progress: bool = True
     """Show progress (a bar on a terminal, a line every 10% otherwise, on stderr); the compiled program is the same either way."""
+    preset: Literal["mujoco", "brax"] | None = None
+    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3) or brax (Brax PPO's published settings for the task); see ppo_jax/presets.py. `ppo-jax train --preset P --env E --help` shows its values."""
     config: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=PPOConfig
     )
@@ -105,10 +107,33 @@ class Rlhf:
     """RLHF configuration."""
 
 
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``; the last one wins), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value
+
+
+def train_defaults(args: list[str]) -> Train | None:
+    """With ``--preset P`` among ``ppo-jax train``'s ``args``: the defaults P sets for ``--env``; else None."""
+    preset = flag_value(args, "--preset")
+    if preset is None:
+        return None
+    from ppo_jax.presets import apply_preset
+
+    cfg = apply_preset(preset, PPOConfig(env=flag_value(args, "--env") or PPOConfig().env))
+    return Train(preset=preset, config=cfg)
+
+
 def run_train(args: Train, argv: list[str]) -> int:
     if args.eval_episodes < 0:
         raise ConfigError(f"--eval-episodes must be >= 0 (0 turns evaluation off), got {args.eval_episodes}.")
-    options = RunOptions(seed_list(args.seed, args.seeds), eval_episodes=args.eval_episodes, checkpoint_every=args.checkpoint_every)
+    options = RunOptions(seed_list(args.seed, args.seeds), eval_episodes=args.eval_episodes,
+                         checkpoint_every=args.checkpoint_every, preset=args.preset)  # fmt: skip
     return _run(PPO, args, args.config, options, argv)
 
 

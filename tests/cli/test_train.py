@@ -162,6 +162,12 @@ def test_existing_run_dir_needs_force(run_dir, tmp_path):
         (["--gamma", "1.5"], ["gamma must be <= 1"]),
         (["--seeds", "0"], ["--seeds must be a positive integer"]),
         (["--bogus-flag", "3"], ["Unrecognized options", "--bogus-flag"]),
+        (["--env", "brax/halfcheeta"], ["unknown environment", "brax/halfcheetah"]),
+        (["--preset", "mujoco"], ["preset mujoco", "CartPole-v1 has discrete actions"]),
+        (["--preset", "brax", "--env", "Pendulum-v1"], ["preset brax", "brax/halfcheetah", "none for Pendulum-v1"]),
+        (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, brax"]),
+        (["--action-dist", "tanh_gaussian"], ["action_dist tanh_gaussian", "CartPole-v1 has discrete ones"]),
+        (["--shared-torso", "--critic-hidden-sizes", "8"], ["critic_hidden_sizes", "excludes shared_torso"]),
     ],
 )
 def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
@@ -174,6 +180,16 @@ def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
     if not args[0].startswith("--bogus"):
         assert proc.stderr.startswith("error: ")
     assert not out.exists()
+
+
+def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path):
+    # One update of the PPO paper's MuJoCo preset on Pendulum (2048 steps), its horizon overridden; no --out.
+    proc = cli("train", "--env", "Pendulum-v1", "--preset", "mujoco", "--num-steps", "256", "--num-minibatches", "4",
+               "--total-timesteps", "512", "--eval-episodes", "0", timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "2 updates x 256 env steps" in proc.stdout
+    help_text = cli("train", "--env", "Pendulum-v1", "--preset", "mujoco", "--help", timeout=120).stdout
+    assert "--update-epochs INT" in help_text and "(default: 10)" in help_text and "(default: 2048)" in help_text
 
 
 def test_help_lists_every_config_field_with_its_docstring():

@@ -1,0 +1,155 @@
+"""Brax tasks (``brax/halfcheetah``, ...) behind the gymnax interface, with our own time limit and auto-reset.
+
+``BraxEnv`` wraps a raw Brax environment (no Brax wrappers) so that it looks
+like a gymnax 1.0 env to the rollout and the evaluation::
+
+    obs, state = env.reset(key, params)
+    obs, state, reward, terminated, truncated, info = env.step(key, state, action, params)
+
+Brax's own training wrappers are not used, because they lose what PPO needs
+to bootstrap a time limit: ``EpisodeWrapper`` folds the limit into ``done``
+(marking it only in ``info["truncation"]``) and ``AutoResetWrapper``
+overwrites the final observation with the reset one, and resets every episode
+to the *same* cached initial state. Here:
+
+* ``terminated`` is the task's own ``done`` (Hopper fell, the pendulum tipped
+  over); ``truncated`` is the time limit (``episode_length`` steps, 1000 as in
+  Brax's and Gym's MuJoCo tasks) reached without termination;
+* ``info["final_observation"]`` is the observation the step produced, so
+  V(final observation) bootstraps a truncated episode exactly as for gymnax;
+* an ended episode restarts from ``reset(key)`` with the step's fresh key: each
+  episode a new initial state, as in gymnax and Gym.
+
+Brax is an optional extra (``pip install "ppo-jax[brax]"``); this module
+imports it on first use.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import logging
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+PREFIX = "brax/"
+TASKS = (
+    "ant",
+    "halfcheetah",
+    "hopper",
+    "humanoid",
+    "humanoidstandup",
+    "inverted_double_pendulum",
+    "inverted_pendulum",
+    "pusher",
+    "reacher",
+    "swimmer",
+    "walker2d",
+)
+"""The Brax locomotion and control tasks offered as ``brax/<task>`` (Brax 0.14's registry minus its test env ``fast``)."""
+BACKENDS = ("spring", "positional", "generalized", "mjx")
+DEFAULT_BACKEND = "spring"
+"""The fastest physics pipeline measured on a 2-core CPU (docs/benchmarks.md, "Brax tasks")."""
+EPISODE_LENGTH = 1000
+INSTALL_HINT = 'Brax tasks need the optional extra: pip install "ppo-jax[brax]"'
+
+
+def is_brax(name: str) -> bool:
+    return isinstance(name, str) and name.startswith(PREFIX)
+
+
+def brax_env_names() -> list[str]:
+    return [PREFIX + task for task in TASKS]
+
+
+def import_brax_envs():
+    """``brax.envs``, imported without the line MuJoCo prints when its optional Warp backend is absent."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        from brax import envs
+    return envs
+
+
+def available() -> bool:
+    """Whether the ``[brax]`` extra is installed."""
+    try:
+        import_brax_envs()
+    except ImportError:
+        return False
+    return True
+
+
+@struct.dataclass
+class BraxParams:
+    """The env's parameters, all static (the gymnax ``params`` argument): its time limit."""
+
+    max_steps_in_episode: int = struct.field(pytree_node=False, default=EPISODE_LENGTH)
+
+
+class BraxState(NamedTuple):
+    """A Brax ``State`` and the steps taken in the current episode (int32)."""
+
+    brax: Any
+    steps: jax.Array
+
+
+class BraxEnv:
+    """A raw Brax env as a gymnax-style env: explicit keys, six-value ``step``, truncation apart from termination."""
+
+    def __init__(self, env, name: str):
+        self.env = env
+        self.name = name
+        self.default_params = BraxParams()
+
+    @property
+    def obs_dim(self) -> int:
+        return int(self.env.observation_size)
+
+    @property
+    def action_dim(self) -> int:
+        return int(self.env.action_size)
+
+    def reset(self, key: jax.Array, params: BraxParams) -> tuple[jax.Array, BraxState]:
+        state = self.env.reset(key)
+        return state.obs, BraxState(state, jnp.int32(0))
+
+    def step(self, key: jax.Array, state: BraxState, action: jax.Array, params: BraxParams):
+        """One step; where the episode ended, the returned obs and state are a fresh reset from ``key``."""
+        stepped = self.env.step(state.brax, action)
+        steps = state.steps + 1
+        terminated = stepped.done > 0.5
+        truncated = jnp.logical_and(steps >= params.max_steps_in_episode, ~terminated)
+        done = jnp.logical_or(terminated, truncated)
+        reset_obs, reset_state = self.reset(key, params)
+        next_state = jax.tree.map(
+            lambda fresh, cont: jnp.where(done, fresh, cont), reset_state, BraxState(stepped, steps)
+        )
+        obs = jnp.where(done, reset_obs, stepped.obs)
+        return obs, next_state, stepped.reward, terminated, truncated, {"final_observation": stepped.obs}
+
+
+@functools.cache
+def make_brax_env(name: str, backend: str = DEFAULT_BACKEND) -> BraxEnv:
+    """``BraxEnv`` of ``brax/<task>`` on physics ``backend`` (cached). Raises ImportError without the extra."""
+    try:
+        envs = import_brax_envs()
+    except ImportError as error:
+        raise ImportError(f"{name}: {INSTALL_HINT}") from error
+    import mujoco
+
+    task = name[len(PREFIX) :]
+    previous = mujoco.get_mju_user_warning()
+    # MuJoCo's default warning handler appends to MUJOCO_LOG.TXT in the working directory; Brax's own model
+    # files trigger deprecation warnings that are none of the user's business: keep them in Python's log.
+    mujoco.set_mju_user_warning(lambda message: logging.getLogger(__name__).debug("MuJoCo: %s", message))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Brax System, piplines and environments are not actively")
+            env = envs.get_environment(task, backend=backend)
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    return BraxEnv(env, name)

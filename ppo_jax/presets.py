@@ -1,0 +1,132 @@
+"""Presets: named base configs from the literature (``ppo-jax train --preset mujoco``).
+
+A preset only sets a PPOConfig's fields; flags given with it override them,
+and the run's config.json holds every resulting value (metadata.json's ``run``
+records the preset's name).
+
+* ``mujoco``: the PPO paper's MuJoCo settings, Schulman et al. (2017), Table 3
+  (horizon 2048, Adam 3e-4, 10 epochs, minibatch 64, gamma 0.99, lambda 0.95,
+  clip 0.2; sec. 6.1: one environment, no entropy bonus, separate 64x64 tanh
+  policy and value networks, a state-independent log-std Gaussian, 1M steps).
+  Where the paper is silent, the values of its code (OpenAI baselines ppo2's
+  MuJoCo defaults): observation and reward normalization, gradient clip 0.5,
+  value clipping, constant learning rate.
+* ``brax``: Brax PPO's published settings for its tasks (the Brax training
+  notebook, one entry per task): massively parallel envs for an accelerator,
+  tanh-squashed Gaussian, 4x32 policy and 5x256 value networks with swish,
+  clip 0.3, no gradient clipping, observations normalized without a clip. Brax
+  collects ``batch_size * num_minibatches`` unrolls of ``unroll_length`` steps
+  per update from ``num_envs`` envs; here that is ``num_steps = batch_size *
+  num_minibatches * unroll_length / num_envs`` steps per env, the same samples
+  per update and per minibatch (GAE runs over the whole ``num_steps``, not per
+  unroll). Brax's Hopper and Walker2d settings are for SAC, and Reacher's use
+  an action repeat: the preset refuses those tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ppo_jax.brax_envs import PREFIX, is_brax
+from ppo_jax.config import PPOConfig
+from ppo_jax.errors import ConfigError
+
+PRESETS = ("mujoco", "brax")
+
+MUJOCO = dict(
+    total_timesteps=1_000_000,
+    num_envs=1,
+    num_steps=2048,
+    num_minibatches=32,  # 2048 / 32 = minibatch 64
+    update_epochs=10,
+    lr=3e-4,
+    lr_schedule="constant",
+    gamma=0.99,
+    gae_lambda=0.95,
+    clip_eps=0.2,
+    ent_coef=0.0,
+    hidden_sizes=(64, 64),
+    activation="tanh",
+    action_dist="gaussian",
+    normalize_obs=True,
+    normalize_reward=True,
+    max_grad_norm=0.5,
+    clip_vloss=True,
+)
+
+BRAX_COMMON = dict(
+    hidden_sizes=(32, 32, 32, 32),
+    critic_hidden_sizes=(256, 256, 256, 256, 256),
+    activation="silu",
+    action_dist="tanh_gaussian",
+    lr=3e-4,
+    lr_schedule="constant",
+    gae_lambda=0.95,
+    clip_eps=0.3,
+    vf_coef=0.5,
+    clip_vloss=False,
+    max_grad_norm=float("inf"),
+    adam_eps=1e-8,
+    normalize_obs=True,
+    obs_clip=float("inf"),
+    normalize_reward=False,
+)
+
+# task: (num_timesteps, reward_scaling, unroll_length, num_minibatches, num_updates_per_batch, discounting,
+#        learning_rate, entropy_cost, num_envs, batch_size) -- Brax's training notebook, PPO entries.
+BRAX_TASKS = {
+    "inverted_pendulum": (2_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
+    "inverted_double_pendulum": (20_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
+    "ant": (50_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 4096, 2048),
+    "humanoid": (50_000_000, 0.1, 10, 32, 8, 0.97, 3e-4, 1e-3, 2048, 1024),
+    "humanoidstandup": (100_000_000, 0.1, 15, 32, 8, 0.97, 6e-4, 1e-2, 2048, 1024),
+    "halfcheetah": (50_000_000, 1, 20, 32, 8, 0.95, 3e-4, 1e-3, 2048, 512),
+    "pusher": (50_000_000, 5, 30, 16, 8, 0.95, 3e-4, 1e-2, 2048, 512),
+}
+
+
+def brax_values(task: str) -> dict:
+    """The ``brax`` preset's fields for Brax task ``task`` (without the ``brax/`` prefix)."""
+    steps, scale, unroll, minibatches, epochs, gamma, lr, ent, envs, batch = BRAX_TASKS[task]
+    return dict(
+        BRAX_COMMON,
+        total_timesteps=steps,
+        reward_scale=float(scale),
+        num_envs=envs,
+        num_steps=batch * minibatches * unroll // envs,
+        num_minibatches=minibatches,
+        update_epochs=epochs,
+        gamma=gamma,
+        lr=lr,
+        ent_coef=ent,
+    )
+
+
+def preset_values(name: str, env: str) -> dict:
+    """The fields preset ``name`` sets for environment ``env``; ConfigError if it does not fit the env."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
+    from ppo_jax.config import known_env_names
+    from ppo_jax.envs import make_env  # gymnax: imported on first use (see ppo_jax.task)
+
+    if env not in known_env_names():
+        raise ConfigError(f"unknown environment {env!r}. Run `ppo-jax envs` to list all environment ids.")
+    if name == "mujoco":
+        if not is_brax(env) and make_env(env).discrete:
+            raise ConfigError(
+                f"preset mujoco is the PPO paper's continuous-control setting; {env} has discrete actions. "
+                "Use it with a continuous task (brax/halfcheetah, Pendulum-v1, ...)."
+            )
+        return dict(MUJOCO)
+    task = env[len(PREFIX):] if is_brax(env) else None
+    if task not in BRAX_TASKS:
+        raise ConfigError(
+            f"preset brax holds Brax's published PPO settings for {', '.join(PREFIX + t for t in BRAX_TASKS)}; "
+            f"there are none for {env}. Use --preset mujoco, or give the hyperparameters as flags."
+        )
+    return brax_values(task)
+
+
+def apply_preset(name: str, cfg: PPOConfig) -> PPOConfig:
+    """``cfg`` with preset ``name``'s values for ``cfg.env`` in place."""
+    return dataclasses.replace(cfg, **preset_values(name, cfg.env))
