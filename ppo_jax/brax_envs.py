@@ -150,6 +150,8 @@ def make_brax_env(name: str, backend: str = DEFAULT_BACKEND) -> BraxEnv:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Brax System, piplines and environments are not actively")
             env = envs.get_environment(task, backend=backend)
+    except ValueError as error:  # e.g. swimmer: only the generalized pipeline
+        raise NotImplementedError(f"{error} Choose another --brax-backend among {', '.join(BACKENDS)}.") from None
     finally:
         mujoco.set_mju_user_warning(previous)
     return BraxEnv(env, name)

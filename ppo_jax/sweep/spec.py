@@ -125,7 +125,7 @@ def _seeds(raw, ctx: SpecContext) -> tuple[int, ...]:
     return tuple(seeds)
 
 
-def _envs(raw, base, ctx: SpecContext, taken: dict) -> tuple[str, ...]:
+def _envs(raw, base, ctx: SpecContext, taken: dict, env_base=None) -> tuple[str, ...]:
     field = ctx.task.env_field
     if field is None:
         if raw is not None:
@@ -139,7 +139,8 @@ def _envs(raw, base, ctx: SpecContext, taken: dict) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(e, str) for e in raw) or len(set(raw)) != len(raw):
         raise ctx.error(("envs",), f"envs must be a non-empty list of distinct environment ids, got {raw!r}.")
     for i, env in enumerate(raw):
-        validated(ctx, ("envs", i), **{field: env})
+        if env not in (env_base or {}):  # those are validated with their env_base fields, setting by setting
+            validated(ctx, ("envs", i), **{field: env})
     return tuple(raw)
 
 
@@ -249,7 +250,8 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     grid, grid_rows = expand_grid(raw.get("grid"), ctx, taken)
     zipped, zip_rows = expand_zip(raw.get("zip"), ctx, taken)
     random, random_rows = expand_random(raw.get("random"), ctx, taken)
-    envs = _envs(raw.get("envs"), base, ctx, taken)
+    raw_env_base = raw.get("env_base")
+    envs = _envs(raw.get("envs"), base, ctx, taken, raw_env_base if isinstance(raw_env_base, dict) else None)
     env_base = _env_base(raw.get("env_base"), envs, base, ctx, taken)
     seeds = _seeds(raw.get("seeds", 1), ctx)
     log_every = raw.get("log_every", 1)

@@ -13,7 +13,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, SpecError
+from ppo_jax import PPOConfig, SpecError, brax_envs
 from ppo_jax.cli import main
 from ppo_jax.ppo_task import PPO
 from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
@@ -260,6 +260,8 @@ def test_parts_are_contiguous_disjoint_and_cover_every_chunk():
 
 def test_example_specs_load():
     for path in sorted((ROOT / "experiments").glob("*.yaml")):  # PPO and RLHF specs alike
+        if "brax" in path.name and not brax_envs.available():
+            continue  # test_brax_specs_load
         spec = load_spec(path)
         assert spec.settings and spec.task is (RLHF if path.name.startswith("rlhf_") else PPO), path
     clip = load_spec(ROOT / "experiments" / "clip_eps_quick.yaml")
@@ -279,6 +281,20 @@ def test_example_specs_load():
     assert len(group_pairs(quick)) == 1 and (quick.pretrain_seed, quick.pretrain_per_setting) == (0, False)
     paper = load_spec(ROOT / "experiments" / "rlhf_frontier.yaml")
     assert sorted({s.values["clip_eps"] for s in paper.settings}) == [0.1, 0.15, 0.2, 0.3]
+
+
+def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():
+    pytest.importorskip("brax", reason='Brax tasks need the optional extra: pip install -e ".[brax]"')
+    from ppo_jax.presets import apply_preset
+
+    paper = load_spec(ROOT / "experiments" / "objectives_brax.yaml")
+    assert len(paper.envs) == 7 and len(paper.settings) == 7 * 13 and paper.seeds == (0, 1, 2)
+    hopper = next(s.cfg for s in paper.settings if s.env == "brax/hopper" and s.setting_id == 2)  # clip, eps 0.2
+    assert hopper == apply_preset("mujoco", hopper)  # the base is --preset mujoco, value for value
+    backends = {s.env: s.cfg.brax_backend for s in paper.settings}
+    assert backends["brax/swimmer"] == "generalized" and backends["brax/hopper"] == "spring"
+    cpu = load_spec(ROOT / "experiments" / "objectives_brax_cpu.yaml")
+    assert cpu.base == paper.base and cpu.envs == ("brax/inverted_pendulum", "brax/inverted_double_pendulum", "brax/hopper")
 
 
 # ----------------------------------------------------------------------------- bad input
