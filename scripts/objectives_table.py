@@ -19,8 +19,10 @@ import jax
 import numpy as np
 import pandas as pd
 
+from ppo_jax.brax_envs import is_brax
 from ppo_jax.evaluate import random_policy_returns
 from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.sweep.spec import load_spec
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
 PAPER_TABLE_1 = {
@@ -53,9 +55,15 @@ def label(objective: str, clip_eps: float, kl_target: float, kl_beta: float) -> 
     return f"Dual clip, ε = {clip_eps:g}, c = 3", (objective, None)
 
 
-def random_policy_return(env_name: str, episodes: int, seed: int = 0) -> float:
+def random_policy_return(env_name: str, episodes: int, seed: int = 0, backend: str | None = None) -> float:
     """Mean return of uniformly random actions over ``episodes`` full episodes (``ppo_jax.evaluate``)."""
-    return float(random_policy_returns(env_name, jax.random.key(seed), episodes).mean())
+    return float(random_policy_returns(env_name, jax.random.key(seed), episodes, backend).mean())
+
+
+def brax_backends(sweep_dir: Path) -> dict[str, str]:
+    """The physics pipeline each Brax task of the sweep ran on (its spec's settings)."""
+    spec = load_spec(sweep_dir / "spec.yaml")
+    return {s.env: s.cfg.brax_backend for s in spec.settings if is_brax(s.env)}
 
 
 def scores(table: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +86,8 @@ def main() -> None:
     table = pd.read_parquet(args.sweep_dir / "metrics.parquet")
     per_run = scores(table)
     envs = list(dict.fromkeys(per_run["env"]))
-    random_scores = {env: random_policy_return(env, args.random_episodes) for env in envs}
+    backends = brax_backends(args.sweep_dir)
+    random_scores = {env: random_policy_return(env, args.random_episodes, backend=backends.get(env)) for env in envs}
     per_setting = per_run.groupby(["env", "setting_id"], sort=False)["final"].mean().rename("mean").reset_index()
     best = per_setting.groupby("env")["mean"].max()
     per_run["normalized"] = [
@@ -135,7 +144,7 @@ def draw(rows, envs, path: Path) -> None:
     ax.barh(y, means, xerr=np.nan_to_num(err), color="#0072B2", alpha=0.8, label="ppo_jax (mean over envs, 95% CI)")
     paper = [(yi, r[4]) for yi, r in zip(y, rows) if r[4] is not None]
     ax.scatter([p for _, p in paper], [yi for yi, _ in paper], marker="D", color="#D55E00", zorder=3,
-               label="PPO paper, Table 1 (MuJoCo)")  # fmt: skip
+               label="PPO paper, Table 1 (MuJoCo, 7 tasks)")  # fmt: skip
     ax.set_yticks(y, [r[0] for r in rows], fontsize=8)
     ax.axvline(0, color="black", lw=0.5)
     ax.set_xlabel("normalized score (random = 0, best setting = 1)")

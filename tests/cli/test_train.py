@@ -229,3 +229,12 @@ def test_progress_is_a_cli_flag_on_by_default_not_a_config_field():
     assert args.config == PPOConfig(lr=1e-3, hidden_sizes=(32, 16), lr_schedule="constant")
     assert isinstance(args.config.lr, np.float32) and args.config.lr == np.float32(1e-3)
     assert args.config.gamma == np.float32(0.99)
+
+
+def test_a_brax_task_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
+    from ppo_jax import brax_envs
+    from ppo_jax.cli import main
+
+    monkeypatch.setattr(brax_envs, "available", lambda: False)
+    assert main(["train", "--env", "brax/hopper", "--total-timesteps", "1024"]) == 2
+    assert 'pip install "ppo-jax[brax]"' in capsys.readouterr().err

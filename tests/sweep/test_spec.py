@@ -295,6 +295,10 @@ def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():
     assert backends["brax/swimmer"] == "generalized" and backends["brax/hopper"] == "spring"
     cpu = load_spec(ROOT / "experiments" / "objectives_brax_cpu.yaml")
     assert cpu.base == paper.base and cpu.envs == ("brax/inverted_pendulum", "brax/inverted_double_pendulum", "brax/hopper")
+    for name, axis in (("clip_eps_brax", "clip_eps"), ("ent_coef_brax", "ent_coef")):
+        sensitivity = load_spec(ROOT / "experiments" / f"{name}.yaml")
+        assert axis in sensitivity.axes and len(sensitivity.envs) == 4 and len(sensitivity.settings) == 4 * 6
+        assert all(s.cfg.num_steps == 2048 and s.cfg.update_epochs == 10 for s in sensitivity.settings)
 
 
 # ----------------------------------------------------------------------------- bad input
