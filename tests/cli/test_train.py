@@ -162,12 +162,6 @@ def test_existing_run_dir_needs_force(run_dir, tmp_path):
         (["--gamma", "1.5"], ["gamma must be <= 1"]),
         (["--seeds", "0"], ["--seeds must be a positive integer"]),
         (["--bogus-flag", "3"], ["Unrecognized options", "--bogus-flag"]),
-        (["--env", "brax/halfcheeta"], ["unknown environment", "brax/halfcheetah"]),
-        (["--preset", "mujoco"], ["preset mujoco", "CartPole-v1 has discrete actions"]),
-        (["--preset", "brax", "--env", "Pendulum-v1"], ["preset brax", "brax/halfcheetah", "none for Pendulum-v1"]),
-        (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, brax"]),
-        (["--action-dist", "tanh_gaussian"], ["action_dist tanh_gaussian", "CartPole-v1 has discrete ones"]),
-        (["--shared-torso", "--critic-hidden-sizes", "8"], ["critic_hidden_sizes", "excludes shared_torso"]),
     ],
 )
 def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
@@ -179,6 +173,27 @@ def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
         assert text in proc.stderr
     if not args[0].startswith("--bogus"):
         assert proc.stderr.startswith("error: ")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--env", "brax/halfcheeta"], ["unknown environment", "brax/halfcheetah"]),
+        (["--preset", "mujoco"], ["preset mujoco", "CartPole-v1 has discrete actions"]),
+        (["--preset", "brax", "--env", "Pendulum-v1"], ["preset brax", "brax/halfcheetah", "none for Pendulum-v1"]),
+        (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, brax"]),
+        (["--action-dist", "tanh_gaussian"], ["action_dist tanh_gaussian", "CartPole-v1 has discrete ones"]),
+        (["--shared-torso", "--critic-hidden-sizes", "8"], ["critic_hidden_sizes", "excludes shared_torso"]),
+    ],
+)
+def test_bad_envs_presets_and_distributions_are_refused_before_compiling(args, expected, tmp_path, capsys):
+    from ppo_jax.cli import main  # in process: the same path as the subprocess cases above, without the start-up
+
+    out = tmp_path / "run"
+    assert main(["train", *TINY, *args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and all(text in err for text in expected), err
     assert not out.exists()
 
 
