@@ -347,6 +347,20 @@ def run(
         return _execute(the_plan, out, part, progress, log, checkpoint_every)
 
 
+def release_programs(the_plan: Plan, group: int) -> None:
+    """Free a group's compiled programs once its last chunk has run.
+
+    Each program holds its machine code in memory; a sweep of many groups of large programs (Brax
+    physics: 18 groups of ~1 GB of LLVM code and mappings) ran out of memory holding all of them.
+    A later need recompiles, from the persistent compilation cache.
+    """
+    from ppo_jax.sweep import segmented
+
+    the_plan.programs.pop(group, None)
+    segmented.programs_cache_clear()  # the segmented path's (--checkpoint-every) jitted functions
+    jax.clear_caches()  # and every jit's compiled executables
+
+
 def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None) -> pd.DataFrame:
     sizes = [int(s) for s in _from_process_0(the_plan.chunk_sizes)]
     the_plan = the_plan._replace(chunk_sizes=sizes, chunks=make_chunks(the_plan.groups, sizes))
@@ -373,6 +387,8 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
             elif out is None:
                 frames[chunk.chunk_id] = frame
             log(sweep_dir.log_line(info))
+            if not any(later.group == chunk.group for later in pending[pending.index(chunk) + 1 :]):
+                release_programs(the_plan, chunk.group)
             bar.set_postfix_str(f"{info['env_steps_per_second']:,.0f} {info['unit']}/s", refresh=False)
             bar.update()
     if out is None:

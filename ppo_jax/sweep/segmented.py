@@ -67,6 +67,11 @@ def _programs(task: Task, mesh: Mesh, how: Shared, length: int, log_every: int):
     return init, advance, finish
 
 
+def programs_cache_clear() -> None:
+    """Forget the jitted functions of every group (``ppo_jax.sweep.runner.release_programs``)."""
+    _programs.cache_clear()
+
+
 def run_chunk_in_segments(task: Task, cfgs: list, seeds: list[int], size: int, mesh: Mesh, shared, how: Shared, *,
                           log_every: int, interval: int, directory: Path, keep: int = 2) -> dict[str, np.ndarray]:  # fmt: skip
     """Run one chunk as segments, checkpointing after each (``interval`` updates) into ``directory``, resumed from it if there.

@@ -127,6 +127,13 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
     reference = program(base)
     for name in task.static_fields:
         value = second_value(task, base, name)
+        if value is None and task.env_field:  # a field of continuous actions (action_dist) on CartPole: on Pendulum
+            continuous = task.validate(base.replace(**{task.env_field: "Pendulum-v1"}))
+            value = second_value(task, continuous, name)
+            assert value is not None, f"no second valid value for {name}"
+            assert refused(task, name, [getattr(base, name), value])  # a CartPole spec cannot vary it
+            assert program(continuous.replace(**{name: value})) != program(continuous), f"{name}={value!r} does not change the program"
+            continue
         assert value is not None, f"no second valid value for {name}"
         if refused(task, name, [getattr(base, name), value]):
             continue
