@@ -55,6 +55,8 @@ TASKS = (
 BACKENDS = ("spring", "positional", "generalized", "mjx")
 DEFAULT_BACKEND = "spring"
 """The fastest physics pipeline measured on a 2-core CPU (docs/benchmarks.md, "Brax tasks")."""
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+"""Seen needed for mjx with 1024 envs on a 2-core CPU (jax 0.10.2): without it the program hung, using no CPU."""
 EPISODE_LENGTH = 1000
 INSTALL_HINT = 'Brax tasks need the optional extra: pip install "ppo-jax[brax]"'
 

@@ -45,7 +45,7 @@ class PPOConfig(ConfigBase):
     env: str = static("CartPole-v1")
     """Environment id: a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar), a Brax task (brax/halfcheetah; needs the [brax] extra) or a ppo_jax probe env."""
     brax_backend: BraxBackend = static("spring")
-    """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks.md); ignored by other envs."""
+    """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks.md; mjx on a CPU may need XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false); ignored by other envs."""
     total_timesteps: int = static(500_000)
     """Environment steps per training run (summed over the parallel envs)."""
     num_envs: int = static(4)

@@ -12,6 +12,8 @@ segmented run, ``ppo_jax.segments``, calls them itself), ``evaluate`` and ``para
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -20,7 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
 
-from ppo_jax import threefry_cpu
+from ppo_jax import brax_envs, threefry_cpu
 from ppo_jax.adaptation import adapt, init_coefficients
 from ppo_jax.config import PPOConfig, validate
 from ppo_jax.envs import env_spec
@@ -171,6 +173,10 @@ def check(cfg: PPOConfig) -> PPOConfig:
         spec = env_spec(cfg)
     except (NotImplementedError, ImportError) as error:  # e.g. an action space the networks do not support
         raise ConfigError(f"environment {cfg.env}: {error}") from None
+    if brax_envs.is_brax(cfg.env) and cfg.brax_backend == "mjx" and jax.default_backend() == "cpu" \
+            and brax_envs.SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", ""):  # fmt: skip
+        warnings.warn(f"{cfg.env} on backend mjx on the CPU: XLA's CPU scheduler was seen to hang with 1024 envs "
+                      f"(2 cores, jax 0.10.2); if it does, rerun with XLA_FLAGS={brax_envs.SCHEDULER_FLAG}", stacklevel=2)  # fmt: skip
     if spec.discrete and cfg.action_dist != "gaussian":
         raise ConfigError(
             f"action_dist {cfg.action_dist} shapes continuous actions, and {cfg.env} has discrete ones: "

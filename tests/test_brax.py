@@ -6,6 +6,8 @@ NumPy GAE loop. Skipped without the ``[brax]`` extra; CI installs it.
 
 from __future__ import annotations
 
+import warnings
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -131,3 +133,18 @@ def test_inverted_pendulum_learns_to_balance():
     out = jax.jit(jax.vmap(train, in_axes=(None, 0)))(cfg, jax.random.split(jax.random.key(0), 2))
     returns = final_return(np.asarray(out.metrics["episode_return"]))
     assert (returns > 300).all(), returns
+
+
+def test_mjx_on_the_cpu_warns_about_the_scheduler_hang(monkeypatch, spec):
+    from ppo_jax import train as train_module
+    from ppo_jax.brax_envs import SCHEDULER_FLAG
+    from ppo_jax.train import check
+
+    monkeypatch.setattr(train_module, "env_spec", lambda cfg: spec)  # building MJX's model takes ~20 s; not the point
+    monkeypatch.setenv("XLA_FLAGS", "")
+    with pytest.warns(UserWarning, match="XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false"):
+        check(PPOConfig(env=ENV, brax_backend="mjx"))
+    monkeypatch.setenv("XLA_FLAGS", SCHEDULER_FLAG)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check(PPOConfig(env=ENV, brax_backend="mjx"))
