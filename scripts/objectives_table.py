@@ -13,6 +13,7 @@ random policy draws actions uniformly within the action bounds (measured here,
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import jax
@@ -22,6 +23,7 @@ import pandas as pd
 from ppo_jax.brax_envs import is_brax
 from ppo_jax.evaluate import random_policy_returns
 from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.sweep.resume import TABLE_FILE, done_chunks, read_chunks
 from ppo_jax.sweep.spec import load_spec
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
@@ -66,6 +68,21 @@ def brax_backends(sweep_dir: Path) -> dict[str, str]:
     return {s.env: s.cfg.brax_backend for s in spec.settings if is_brax(s.env)}
 
 
+def read_table(sweep_dir: Path) -> pd.DataFrame:
+    """The sweep's table; of an unfinished sweep, the chunks done so far (said on stderr; complete envs only)."""
+    if (sweep_dir / TABLE_FILE).exists():
+        return pd.read_parquet(sweep_dir / TABLE_FILE)
+    done = sorted(done_chunks(sweep_dir))
+    table = read_chunks(sweep_dir, done)
+    spec = load_spec(sweep_dir / "spec.yaml")
+    runs_per_env = len(spec.settings) // len(spec.envs) * len(spec.seeds)
+    counts = table.groupby("env")[["setting_id", "seed"]].apply(lambda g: len(g.drop_duplicates()))
+    complete = [env for env, n in counts.items() if n == runs_per_env]
+    print(f"{sweep_dir} is unfinished ({len(done)} chunks done): the envs with every run, {', '.join(complete)}",
+          file=sys.stderr)  # fmt: skip
+    return table[table["env"].isin(complete)]
+
+
 def scores(table: pd.DataFrame) -> pd.DataFrame:
     """Final return per env x setting x seed."""
     keys = ["env", "setting_id", "objective", "clip_eps", "kl_target", "kl_beta", "seed"]
@@ -83,7 +100,7 @@ def main() -> None:
     parser.add_argument("--random-episodes", type=int, default=100)
     args = parser.parse_args()
 
-    table = pd.read_parquet(args.sweep_dir / "metrics.parquet")
+    table = read_table(args.sweep_dir)
     per_run = scores(table)
     envs = list(dict.fromkeys(per_run["env"]))
     backends = brax_backends(args.sweep_dir)
