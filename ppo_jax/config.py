@@ -151,7 +151,7 @@ class PPOConfig(ConfigBase):
     def inert_fields(self) -> dict[str, str]:
         """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
         inert = {}
-        if not self.env.startswith("brax/"):
+        if not brax_envs.is_brax(self.env):
             inert["brax_backend"] = f"{self.env} is not a Brax task"
         if not self.clip_vloss:
             inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"

@@ -35,6 +35,7 @@ from jax import lax
 from ppo_jax import PPOConfig
 from ppo_jax.brax_envs import BACKENDS, import_brax_envs
 from ppo_jax.envs import env_spec
+from ppo_jax.presets import BRAX_COMMON
 from ppo_jax.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.train import init, init_runner, step
@@ -44,12 +45,11 @@ NUM_STEPS = UNROLL * MINIBATCHES  # Brax: batch_size * num_minibatches * unroll_
 
 
 def our_config(task: str, backend: str, num_envs: int, updates: int) -> PPOConfig:
+    """Brax PPO's networks and loss settings (``--preset brax``'s), on this benchmark's work and schedule."""
     return PPOConfig(
-        env=f"brax/{task}", brax_backend=backend, num_envs=num_envs, num_steps=NUM_STEPS,
+        **BRAX_COMMON, env=f"brax/{task}", brax_backend=backend, num_envs=num_envs, num_steps=NUM_STEPS,
         total_timesteps=num_envs * NUM_STEPS * updates, num_minibatches=MINIBATCHES, update_epochs=EPOCHS,
-        hidden_sizes=(32,) * 4, critic_hidden_sizes=(256,) * 5, activation="silu", action_dist="tanh_gaussian",
-        normalize_obs=True, obs_clip=float("inf"), clip_vloss=False, clip_eps=0.3, max_grad_norm=float("inf"),
-        lr_schedule="constant", lr=3e-4, ent_coef=1e-3, gamma=0.97,
+        ent_coef=1e-3, gamma=0.97,
     )  # fmt: skip
 
 
