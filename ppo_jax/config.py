@@ -28,10 +28,14 @@ from ppo_jax.schedules import SCHEDULES, Schedule
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
 ActionDist = Literal["gaussian", "tanh_gaussian"]
+PolicyStd = Literal["parameter", "state"]
+KernelInit = Literal["orthogonal", "lecun_uniform"]
 BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
 Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 ACTION_DISTS = ("gaussian", "tanh_gaussian")
+POLICY_STDS = ("parameter", "state")
+KERNEL_INITS = ("orthogonal", "lecun_uniform")
 OBJECTIVES = ("clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip")
 CLIPPED_OBJECTIVES = ("clip", "clip_no_min", "dual_clip")
 KL_OBJECTIVES = ("kl_fixed", "kl_adaptive")
@@ -66,6 +70,10 @@ class PPOConfig(ConfigBase):
     """Widths of the critic's hidden layers when they differ from the actor's (empty: hidden_sizes)."""
     action_dist: ActionDist = static("gaussian")
     """Continuous actions: gaussian (PPO paper; clipped at the env, stored unclipped) or tanh_gaussian (Brax PPO; tanh-squashed onto the bounds)."""
+    policy_std: PolicyStd = static("parameter")
+    """Continuous actions: the Gaussian's std is a state-independent parameter (PPO paper) or an actor output, softplus + 0.001 (state; Brax PPO)."""
+    kernel_init: KernelInit = static("orthogonal")
+    """Weight init: orthogonal with gains sqrt 2 / 0.01 policy / 1 value (Huang et al. 2022) or lecun_uniform on every layer (Brax)."""
     lr_schedule: Schedule = static("linear")
     """Schedule of the learning rate over the run: linear decay to 0 (CleanRL's anneal_lr), or constant."""
     norm_adv: bool = static(True)
@@ -195,6 +203,8 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         raise ConfigError(f"{cfg.env}: {brax_envs.INSTALL_HINT}.")
     check_choice("brax_backend", cfg.brax_backend, brax_envs.BACKENDS)
     check_choice("action_dist", cfg.action_dist, ACTION_DISTS)
+    check_choice("policy_std", cfg.policy_std, POLICY_STDS)
+    check_choice("kernel_init", cfg.kernel_init, KERNEL_INITS)
     check_positive_ints(cfg, ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"))
     if cfg.batch_size % cfg.num_minibatches:
         divisors = [d for d in range(1, min(cfg.batch_size, 64) + 1) if cfg.batch_size % d == 0]

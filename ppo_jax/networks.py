@@ -5,9 +5,15 @@ By default the actor and the critic are two separate MLPs; with
 batched matmul per layer was measured slower on CPU: the einsum's transposes
 cost more than the op it saves.)
 
-Initialization follows Huang et al. (2022), "The 37 Implementation Details of
-PPO", detail 2: orthogonal weights with gain sqrt(2) on hidden layers, 0.01 on
-the policy head, 1.0 on the value head; zero biases; log-std starts at 0.
+Initialization (``kernel_init``) follows Huang et al. (2022), "The 37
+Implementation Details of PPO", detail 2: orthogonal weights with gain sqrt(2)
+on hidden layers, 0.01 on the policy head, 1.0 on the value head; zero biases;
+log-std starts at 0. ``lecun_uniform`` is Brax's networks' init instead (every
+kernel, heads included, uniform with variance 1/fan_in).
+
+A Gaussian policy's std (``policy_std``) is a state-independent parameter
+(the PPO paper, sec. 6.1) or an output of the actor, ``softplus(x) + 0.001``
+(Brax PPO's ``NormalTanhDistribution``).
 
 The orthogonal matrices come from Gram-Schmidt on a Gaussian matrix, written in
 plain jnp ops, rather than from LAPACK's QR: it draws from the same (Haar)
@@ -31,6 +37,7 @@ from jax import lax
 from ppo_jax.distributions import PolicyDist, TanhGaussian
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu}
+MIN_STD = 1e-3  # Brax PPO's min_std under a state-dependent std
 
 
 def gram_schmidt(a: jax.Array) -> jax.Array:
@@ -64,21 +71,30 @@ def orthogonal(scale: float = 1.0):
     return init
 
 
+def kernel_initializer(kind: str, orthogonal_gain: float):
+    """``kernel_init`` ``orthogonal`` (with this layer's gain) or ``lecun_uniform`` (gain-free, as in Brax)."""
+    return orthogonal(orthogonal_gain) if kind == "orthogonal" else nn.initializers.lecun_uniform()
+
+
 class MLP(nn.Module):
-    """``[..., in] -> [..., hidden_sizes[-1]]``; orthogonal(sqrt 2) kernels, zero biases."""
+    """``[..., in] -> [..., hidden_sizes[-1]]``; orthogonal(sqrt 2) or lecun-uniform kernels, zero biases."""
 
     hidden_sizes: Sequence[int]
     activation: str
+    kernel_init: str = "orthogonal"
 
     @nn.compact
     def __call__(self, x: jax.Array) -> jax.Array:
         for width in self.hidden_sizes:
-            x = ACTIVATIONS[self.activation](nn.Dense(width, kernel_init=orthogonal(math.sqrt(2)))(x))
+            dense = nn.Dense(width, kernel_init=kernel_initializer(self.kernel_init, math.sqrt(2)))
+            x = ACTIVATIONS[self.activation](dense(x))
         return x
 
 
 class ActorCritic(nn.Module):
     """obs ``[..., obs_dim]`` -> (PolicyDist or TanhGaussian with loc ``[..., A]``, value ``[...]``).
+
+    The log-std is ``[A]`` (a parameter) or, with ``state_dependent_std``, ``[..., A]``.
 
     ``critic_hidden_sizes`` (empty: the same as ``hidden_sizes``) lets the critic be
     wider or deeper than the actor, as in Brax PPO (4x32 policy, 5x256 value).
@@ -91,20 +107,29 @@ class ActorCritic(nn.Module):
     shared_torso: bool = False
     squash: bool = False
     critic_hidden_sizes: Sequence[int] = ()
+    state_dependent_std: bool = False
+    kernel_init: str = "orthogonal"
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[PolicyDist | TanhGaussian, jax.Array]:
         if self.shared_torso:
-            actor_h = critic_h = MLP(self.hidden_sizes, self.activation, name="torso")(obs)
+            actor_h = critic_h = MLP(self.hidden_sizes, self.activation, self.kernel_init, name="torso")(obs)
         else:
-            actor_h = MLP(self.hidden_sizes, self.activation, name="actor_torso")(obs)
+            actor_h = MLP(self.hidden_sizes, self.activation, self.kernel_init, name="actor_torso")(obs)
             critic_sizes = self.critic_hidden_sizes or self.hidden_sizes
-            critic_h = MLP(critic_sizes, self.activation, name="critic_torso")(obs)
-        loc = nn.Dense(self.action_dim, kernel_init=orthogonal(0.01), name="policy_head")(actor_h)
-        value = nn.Dense(1, kernel_init=orthogonal(1.0), name="value_head")(critic_h)[..., 0]
+            critic_h = MLP(critic_sizes, self.activation, self.kernel_init, name="critic_torso")(obs)
+        std_outputs = self.action_dim if self.state_dependent_std and not self.discrete else 0
+        head = nn.Dense(self.action_dim + std_outputs, kernel_init=kernel_initializer(self.kernel_init, 0.01),
+                        name="policy_head")(actor_h)  # fmt: skip
+        value_init = kernel_initializer(self.kernel_init, 1.0)
+        value = nn.Dense(1, kernel_init=value_init, name="value_head")(critic_h)[..., 0]
+        loc = head[..., : self.action_dim]
         if self.discrete:
             return PolicyDist(loc, None), value
-        log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
+        if std_outputs:
+            log_std = jnp.log(jax.nn.softplus(head[..., self.action_dim :]) + MIN_STD)
+        else:
+            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
         return (TanhGaussian if self.squash else PolicyDist)(loc, log_std), value
 
 
@@ -121,4 +146,6 @@ def make_network(cfg) -> ActorCritic:
         shared_torso=cfg.shared_torso,
         squash=cfg.action_dist == "tanh_gaussian",
         critic_hidden_sizes=tuple(cfg.critic_hidden_sizes),
+        state_dependent_std=cfg.policy_std == "state",
+        kernel_init=cfg.kernel_init,
     )

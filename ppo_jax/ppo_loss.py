@@ -61,6 +61,12 @@ def explained_variance(prediction: jax.Array, target: jax.Array) -> jax.Array:
     return jnp.where(var_target > 0, 1.0 - jnp.var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan)
 
 
+def sample_axes(dist):
+    """``vmap`` axes of a distribution over samples: its loc's first axis, and its log-std's where it has one per sample."""
+    per_sample_std = dist.log_std is not None and dist.log_std.ndim == dist.loc.ndim
+    return type(dist)(0, 0 if per_sample_std else None)
+
+
 def ppo_loss(
     params, apply_fn, batch: Minibatch, cfg, coefs: LossCoefficients
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
@@ -96,9 +102,7 @@ def ppo_loss(
             clip_fraction=(jnp.abs(ratio - 1.0) > coefs.clip_eps).astype(jnp.float32),
         )
 
-    dist_axes = type(dist)(0, None)
-    old_axes = type(batch.old_dist)(0, None if batch.old_dist.log_std is None else 0)
-    terms = jax.vmap(per_sample, in_axes=(dist_axes, old_axes, 0, 0, 0, 0, 0, 0))(
+    terms = jax.vmap(per_sample, in_axes=(sample_axes(dist), sample_axes(batch.old_dist), 0, 0, 0, 0, 0, 0))(
         dist, batch.old_dist, value, batch.action, batch.log_prob, batch.value, advantage, batch.target
     )
     metrics = {name: term.mean() for name, term in terms.items()}

@@ -13,8 +13,8 @@ records the preset's name).
   value clipping, constant learning rate.
 * ``brax``: Brax PPO's published settings for its tasks (the Brax training
   notebook, one entry per task): massively parallel envs for an accelerator,
-  tanh-squashed Gaussian, 4x32 policy and 5x256 value networks with swish,
-  clip 0.3, no gradient clipping, observations normalized without a clip. Brax
+  tanh-squashed Gaussian with a state-dependent std (softplus + 0.001), 4x32
+  policy and 5x256 value networks with swish, lecun-uniform init, clip 0.3, no gradient clipping, observations normalized without a clip. Brax
   collects ``batch_size * num_minibatches`` unrolls of ``unroll_length`` steps
   per update from ``num_envs`` envs; here that is ``num_steps = batch_size *
   num_minibatches * unroll_length / num_envs`` steps per env, the same samples
@@ -59,6 +59,8 @@ BRAX_COMMON = dict(
     critic_hidden_sizes=(256, 256, 256, 256, 256),
     activation="silu",
     action_dist="tanh_gaussian",
+    policy_std="state",
+    kernel_init="lecun_uniform",
     lr=3e-4,
     lr_schedule="constant",
     gae_lambda=0.95,

@@ -182,6 +182,11 @@ def check(cfg: PPOConfig) -> PPOConfig:
             f"action_dist {cfg.action_dist} shapes continuous actions, and {cfg.env} has discrete ones: "
             "drop --action-dist (the policy is a categorical)."
         )
+    if spec.discrete and cfg.policy_std != "parameter":
+        raise ConfigError(
+            f"policy_std {cfg.policy_std} sets a Gaussian's std, and {cfg.env} has discrete actions: "
+            "drop --policy-std (the policy is a categorical)."
+        )
     return cfg
 
 

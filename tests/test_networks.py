@@ -44,6 +44,44 @@ def test_actor_critic_shapes_and_head_scales():
     assert "torso" in params["params"] and "actor_torso" not in params["params"]
 
 
+def test_state_dependent_std_is_softplus_of_the_head_plus_min_std():
+    # Brax PPO's NormalTanhDistribution: the head's second half x gives std = softplus(x) + 0.001.
+    net = ActorCritic(action_dim=2, discrete=False, squash=True, state_dependent_std=True, hidden_sizes=(8,))
+    params = net.init(jax.random.key(0), jnp.zeros((3,)))
+    assert "log_std" not in params["params"] and params["params"]["policy_head"]["kernel"].shape == (8, 4)
+    obs = np.random.default_rng(1).normal(size=(5, 3)).astype(np.float32)
+    dist, _ = net.apply(params, obs)
+    p = jax.tree.map(np.asarray, params["params"])
+    hidden = np.tanh(obs @ p["actor_torso"]["Dense_0"]["kernel"] + p["actor_torso"]["Dense_0"]["bias"])
+    head = hidden @ p["policy_head"]["kernel"] + p["policy_head"]["bias"]
+    np.testing.assert_allclose(dist.loc, head[:, :2], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(np.exp(dist.log_std), np.log1p(np.exp(head[:, 2:])) + 1e-3, rtol=1e-5)
+    assert dist.log_std.shape == (5, 2) and np.ptp(np.asarray(dist.log_std), axis=0).min() > 0  # varies with the state
+
+
+def test_lecun_uniform_init_on_every_kernel():
+    # U(-b, b) with b = sqrt(3 / fan_in): variance 1 / fan_in, heads included (no 0.01 / 1.0 gains).
+    net = ActorCritic(action_dim=1, discrete=False, hidden_sizes=(256, 256), kernel_init="lecun_uniform")
+    p = net.init(jax.random.key(0), jnp.zeros((17,)))["params"]
+    for kernel in (p["actor_torso"]["Dense_0"]["kernel"], p["actor_torso"]["Dense_1"]["kernel"],
+                   p["policy_head"]["kernel"], p["value_head"]["kernel"]):  # fmt: skip
+        bound = np.sqrt(3.0 / kernel.shape[0])
+        assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.9 * bound
+        np.testing.assert_allclose(np.var(np.asarray(kernel)), 1.0 / kernel.shape[0], rtol=0.35)
+
+
+def test_state_dependent_std_trains_and_is_refused_on_discrete_actions():
+    from ppo_jax.errors import ConfigError
+    from ppo_jax.train import check
+
+    cfg = PPOConfig(env="Pendulum-v1", policy_std="state", kernel_init="lecun_uniform", action_dist="tanh_gaussian",
+                    total_timesteps=256, num_envs=2, num_steps=64)  # fmt: skip
+    out = jax.jit(train)(cfg, jax.random.key(0))
+    assert np.isfinite(np.asarray(out.metrics["loss"])).all() and np.asarray(out.metrics["entropy"]).std() > 0
+    with pytest.raises(ConfigError, match="policy_std state .* CartPole-v1 has discrete actions"):
+        check(PPOConfig(policy_std="state"))
+
+
 def _has_lapack_qr(text: str) -> bool:
     return "geqrf" in text.lower()
 

@@ -12,7 +12,6 @@ update of metrics.csv exactly once.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
