@@ -8,10 +8,15 @@ Cases: 1, 16 and 64 seeds vmapped (num_envs 4), 1 seed at num_envs 256; 1 and 16
 seeds with the ``on_update`` progress callback in the program as ``ppo-jax train``
 puts it there (every 5% of the updates; the reporter shows nothing, as under
 ``--no-progress``) and, for comparison, after every update (``callback*``); and
-the rollout alone (env + policy forward, no update) as the ceiling.
+the rollout alone (env + policy forward, no update) as the ceiling. ``sweep16`` and
+``sweep64`` run the same work through ``ppo_jax.sweep.run`` (what ``ppo-jax sweep``
+does: one program over the 16/64 pairs with their configs stacked, plus each run's
+evaluation episodes) and report the env steps/s the sweep records (chunk run seconds);
+name cases twice to alternate them:
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
+    python scripts/bench.py --cases seeds16 sweep16 seeds16 sweep16 --repeats 3
 
 Against a peer, side by side in one process (``scripts/bench_against.py``):
 
@@ -25,6 +30,7 @@ import argparse
 import json
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -51,6 +57,8 @@ CASES = {
     "callback1": (1, {}, "every"),
     "callback16": (16, {}, "every"),
     "rollout": (1, {}, None),
+    "sweep16": (16, {}, "sweep"),
+    "sweep64": (64, {}, "sweep"),
 }
 
 
@@ -70,6 +78,8 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     cfg = PPOConfig(env="CartPole-v1", **overrides)
     # At least 30 updates per run, so that large batches are not measured on 2 updates.
     cfg = cfg.replace(total_timesteps=max(total_timesteps, 30 * cfg.batch_size))
+    if progress == "sweep":
+        return measure_sweep(name, cfg, seeds, repeats)
     reporter = ProgressReporter(cfg.num_updates, cfg.batch_size, seeds, score="episode_return", enabled=False)
     if name == "rollout":
         fn = rollout_only
@@ -97,6 +107,33 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
         "num_steps": cfg.num_steps,
         "env_steps_per_seed": cfg.num_updates * cfg.batch_size,
         "compile_s": round(compile_s, 3),
+        "run_s": round(min(times), 3),
+        "run_s_all": [round(t, 3) for t in times],
+        "env_steps_per_s": round(env_steps / min(times)),
+    }
+
+
+def measure_sweep(name: str, cfg: PPOConfig, seeds: int, repeats: int) -> dict:
+    """``repeats`` sweeps, each into a temporary directory and compiled anew (no persistent cache):
+    the env steps/s the sweep itself records, from its fastest repeat."""
+    from ppo_jax import sweep
+
+    spec = {"base": {"env": cfg.env, "total_timesteps": cfg.total_timesteps}, "seeds": seeds}
+    infos = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for repeat in range(repeats):
+            out = Path(tmp) / f"sweep{repeat}"
+            sweep.run(spec, out=out, cache_dir=None, progress=False, command=["bench.py", name])
+            infos.append(json.loads((out / "metadata.json").read_text()))
+    times = [info["run_seconds"] for info in infos]
+    env_steps = infos[0]["env_steps"]
+    return {
+        "case": name,
+        "seeds": seeds,
+        "num_envs": cfg.num_envs,
+        "num_steps": cfg.num_steps,
+        "env_steps_per_seed": env_steps // seeds,
+        "compile_s": round(min(info["compile_seconds"] for info in infos), 3),
         "run_s": round(min(times), 3),
         "run_s_all": [round(t, 3) for t in times],
         "env_steps_per_s": round(env_steps / min(times)),

@@ -12,7 +12,7 @@
   ``best`` is the best mean return among the trained agents of the RL Baselines
   Zoo benchmark table (Raffin, rl-baselines-zoo ``benchmark.md``) or, for
   CartPole, the maximum the time limit allows. For an environment without a
-  documented best (MinAtar here), ``best`` is the best final return among the
+  documented best (MinAtar and the Brax tasks here), ``best`` is the best final return among the
   settings in the report — the normalization of the PPO paper (Schulman et al.
   2017, Sec. 6.1) — and the report says so. The RLHF copy task's score is a
   share of positions right, so its own bounds, 0 and 1, normalize it.
@@ -41,6 +41,7 @@ class Reference(NamedTuple):
 
 _RANDOM_SOURCE = "random: uniform random policy, 1000 episodes (scripts/reference_scores.py)"
 _ZOO = "best: RL Baselines Zoo benchmark.md"
+_BRAX_RANDOM = f"{_RANDOM_SOURCE}, spring pipeline"
 REFERENCE_SCORES = {
     "CartPole-v1": Reference(21.68, 500.0, f"{_RANDOM_SOURCE}; best: 500, the time limit"),
     "Acrobot-v1": Reference(-499.13, -85.14, f"{_RANDOM_SOURCE}; {_ZOO} (ppo2, -85.137)"),
@@ -48,6 +49,12 @@ REFERENCE_SCORES = {
     "MountainCarContinuous-v0": Reference(-32.75, 91.86, f"{_RANDOM_SOURCE}; {_ZOO} (ddpg, 91.858)"),
     "Breakout-MinAtar": Reference(0.41, None, f"{_RANDOM_SOURCE}; best: none documented"),
     "SpaceInvaders-MinAtar": Reference(4.20, None, f"{_RANDOM_SOURCE}; best: none documented"),
+    # Brax tasks on the spring pipeline (our 1000-step time limit); no documented best: the PPO paper's normalization.
+    "brax/inverted_pendulum": Reference(22.61, None, f"{_BRAX_RANDOM}; best: none documented"),
+    "brax/inverted_double_pendulum": Reference(257.11, None, f"{_BRAX_RANDOM}; best: none documented"),
+    "brax/hopper": Reference(128.35, None, f"{_BRAX_RANDOM}; best: none documented"),
+    "brax/walker2d": Reference(236.55, None, f"{_BRAX_RANDOM}; best: none documented"),
+    "brax/halfcheetah": Reference(-63.14, None, f"{_BRAX_RANDOM}; best: none documented"),
     "copy": Reference(0.0, 1.0, "the programmatic score's bounds: 0 = no position of the intended response right, "
                       "1 = every position (RLHF copy task; not a random policy)"),
 }
