@@ -97,7 +97,8 @@ def sensitivity(table: pd.DataFrame, settings: list[str], ticks: list[str], xlab
                         capsize=2, label=env)  # fmt: skip
         ax.axhline(0.0, color="0.6", lw=0.6, ls=":")
         ax.axhline(1.0, color="0.6", lw=0.6, ls="--")
-        ax.set_xticks(x, ticks, rotation=30 if max(len(t) for t in ticks) > 6 else 0, ha="right" if max(len(t) for t in ticks) > 6 else "center")
+        crowded = max(len(t) for t in ticks) * len(ticks) > 24  # labels wider than the axis: slant them
+        ax.set_xticks(x, ticks, rotation=30 if crowded else 0, ha="right" if crowded else "center")
         ax.set_xlabel(xlabel)
         ax.set_ylabel("normalized final score (IQM, 95% CI)")
         ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False)
