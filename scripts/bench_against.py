@@ -4,7 +4,8 @@ For each env and seed count, both programs (``jax.vmap`` over seeds of one
 training run, PureJaxRL's ``make_train(config)`` from a local checkout and our
 ``train(cfg, key)``) are compiled ahead of time, then run in turn ``repeats``
 times, the order swapped every round, so that a machine whose speed drifts
-slows both alike. Reported per side: compile seconds, run seconds (min and
+slows both alike. Reported per side: compile seconds (the minimum of
+``COMPILE_ROUNDS`` alternating compiles, each after ``jax.clear_caches()``), run seconds (min and
 median), env steps/s (from the min) and final return (mean over seeds of the
 episodes finished in the last 5% of updates); and the ratios ours / peer.
 
@@ -30,6 +31,7 @@ from ppo_jax import PPOConfig
 from ppo_jax.train import train
 
 PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}
+COMPILE_ROUNDS = 3  # compiles per side, alternating; the minimum is reported
 DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960}  # per seed; Pendulum updates are ~20x dearer
 
 _CARTPOLE = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "ENT_COEF": 0.01,
@@ -68,9 +70,22 @@ def _final_return_peer(out, num_updates: int) -> float:
 
 
 def _compile(fn, *args) -> tuple[object, float]:
+    jax.clear_caches()  # every compile starts from the same (warm-process, cold-cache) state
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     return compiled, time.perf_counter() - start
+
+
+def compile_both(sides: dict, rounds: int = COMPILE_ROUNDS) -> tuple[dict, dict]:
+    """``{side: (fn, args)}`` compiled ``rounds`` times each, the order swapped every round: the compiled
+    programs and each side's fastest compile. The first compile in a process also pays one-time costs
+    (about 3 s here), which a single compile would charge to whichever side went first."""
+    compiled, seconds = {}, {side: [] for side in sides}
+    for round_ in range(rounds):
+        for side in list(sides) if round_ % 2 == 0 else list(reversed(list(sides))):
+            compiled[side], took = _compile(*sides[side])
+            seconds[side].append(took)
+    return compiled, {side: min(times) for side, times in seconds.items()}
 
 
 def _time(compiled, *args) -> tuple[float, object]:
@@ -86,9 +101,9 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
     peer_keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     ours = jax.vmap(train, in_axes=(None, 0))
     peer = jax.vmap(peer_module.make_train(peer_config(env, total_timesteps)))
-    ours_compiled, ours_compile = _compile(ours, cfg, keys)
-    peer_compiled, peer_compile = _compile(peer, peer_keys)
-    sides = {"ours": (ours_compiled, (cfg, keys)), "peer": (peer_compiled, (peer_keys,))}
+    compiled, compile_s = compile_both({"ours": (ours, cfg, keys), "peer": (peer, peer_keys)})
+    ours_compile, peer_compile = compile_s["ours"], compile_s["peer"]
+    sides = {"ours": (compiled["ours"], (cfg, keys)), "peer": (compiled["peer"], (peer_keys,))}
     times, outs = {"ours": [], "peer": []}, {}
     for round_ in range(repeats):
         for side in ("ours", "peer") if round_ % 2 == 0 else ("peer", "ours"):
