@@ -154,12 +154,14 @@ def main() -> None:
     parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"], choices=["CartPole-v1", "Pendulum-v1"],
                         help="with --against: the tasks (default both)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 16, 64], help="with --against: seed counts")
+    parser.add_argument("--row-timeout", type=float, default=bench_against.ROW_TIMEOUT,
+                        help="with --against: seconds per row before it is reported as hung")
     args = parser.parse_args()
     if args.against:
         if args.peer_path is None:
             parser.error("--against needs --peer-path, a local checkout (git clone https://github.com/luchris429/purejaxrl)")
         rows = bench_against.run(args.peer_path, args.envs, args.seeds,
-                                 args.total_timesteps, args.repeats)
+                                 args.total_timesteps, args.repeats, args.row_timeout)
         write(rows, args.out or Path(f"bench_results/against_{args.against}.json"))
         return
 

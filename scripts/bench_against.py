@@ -1,6 +1,6 @@
-"""ppo_jax beside PureJaxRL on the same work, in one process, alternating A B A B: ``bench.py --against purejaxrl``.
+"""ppo_jax beside PureJaxRL on the same work, alternating A B A B: ``bench.py --against purejaxrl``.
 
-For each env and seed count, both programs (``jax.vmap`` over seeds of one
+For each env and seed count (a row, run in a fresh process: ``run_row``), both programs (``jax.vmap`` over seeds of one
 training run, PureJaxRL's ``make_train(config)`` from a local checkout and our
 ``train(cfg, key)``) are compiled ahead of time, then run in turn ``repeats``
 times, the order swapped every round, so that a machine whose speed drifts
@@ -21,8 +21,14 @@ reports no loss metrics.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -31,6 +37,8 @@ from ppo_jax import PPOConfig
 from ppo_jax.train import train
 
 PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}
+SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
+ROW_TIMEOUT = 1800.0  # seconds per row before it is reported as hung
 COMPILE_ROUNDS = 3  # compiles per side, alternating; the minimum is reported
 DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960}  # per seed; Pendulum updates are ~20x dearer
 
@@ -132,23 +140,55 @@ HEADER = (f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {
 
 
 def format_row(row: dict) -> str:
+    if row.get("status", "ok") != "ok":
+        return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}"
     o, p = row["ours"], row["peer"]
     return (f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
             f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
             f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}")  # fmt: skip
 
 
-def run(peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int) -> list[dict]:
-    """Every (env, seeds) row, printed as it finishes."""
-    from purejaxrl_peer import load  # scripts/ is on sys.path when bench.py runs
-
+def run(peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int, row_timeout: float = ROW_TIMEOUT) -> list[dict]:
+    """Every (env, seeds) row, each in a fresh process (``run_row``), printed as it finishes."""
     rows = []
     print(HEADER)
     print("-" * len(HEADER))
     for env in envs:
-        module = load(peer_path, PEER_SCRIPTS[env])
         for seeds in seed_counts:
-            row = compare(module, env, seeds, total_timesteps or DEFAULT_STEPS[env], repeats)
+            row = run_row(peer_path, env, seeds, total_timesteps or DEFAULT_STEPS[env], repeats, row_timeout)
             rows.append(row)
             print(format_row(row), flush=True)
     return rows
+
+
+def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int, timeout: float) -> dict:
+    """One row, ``compare`` in a child process with a time limit.
+
+    Under ``vmap`` PureJaxRL's orthogonal init is a batched LAPACK QR, which hangs XLA's CPU
+    runtime (idle CPU, forever) at 16 seeds on Pendulum and 64 on CartPole on a 2-core VM unless
+    ``SCHEDULER_FLAG`` is set. Rows with more than one seed therefore run *both* programs under it
+    (the row records its ``xla_flags``); a row with no result after ``timeout`` seconds is reported
+    as hung instead of stopping the table.
+    """
+    flags = os.environ.get("XLA_FLAGS", "")
+    if seeds > 1 and SCHEDULER_FLAG not in flags:
+        flags = f"{flags} {SCHEDULER_FLAG}".strip()
+    row = {"env": env, "seeds": seeds, "xla_flags": flags}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "row.json"
+        command = [sys.executable, __file__, str(peer_path), env, str(seeds), str(total_timesteps), str(repeats), str(out)]
+        try:
+            subprocess.run(command, env={**os.environ, "XLA_FLAGS": flags}, timeout=timeout, check=True)
+        except subprocess.TimeoutExpired:
+            return {**row, "status": f"hung: no result after {timeout:.0f} s (XLA_FLAGS={flags or 'unset'})"}
+        except subprocess.CalledProcessError as error:
+            return {**row, "status": f"failed: exit status {error.returncode}"}
+        return {**json.loads(out.read_text()), **row, "status": "ok"}
+
+
+if __name__ == "__main__":  # a child of run_row: PEER_PATH ENV SEEDS TOTAL_TIMESTEPS REPEATS OUT.json
+    from purejaxrl_peer import load  # scripts/ is sys.path[0] here
+
+    peer_path, env, seeds, total_timesteps, repeats, out = sys.argv[1:]
+    result = compare(load(Path(peer_path), PEER_SCRIPTS[env]), env, int(seeds), int(total_timesteps), int(repeats))
+    Path(out).write_text(json.dumps(result))
