@@ -7,7 +7,9 @@ times, the order swapped every round, so that a machine whose speed drifts
 slows both alike. Reported per side: compile seconds (the minimum of
 ``COMPILE_ROUNDS`` alternating compiles, each after ``jax.clear_caches()``), run seconds (min and
 median), env steps/s (from the min) and final return (mean over seeds of the
-episodes finished in the last 5% of updates); and the ratios ours / peer.
+episodes finished in the last 5% of updates); and the ratios ours / peer. Rows with more
+than one seed run both programs under the XLA flag PureJaxRL's batched QR needs, and time
+ours once more without it, as ppo_jax runs (``run_row``).
 
 The configs are the same work: CartPole-v1 with PureJaxRL's ppo.py config (4 envs
 x 128 steps, 4 minibatches x 4 epochs, lr 2.5e-4 annealed, tanh 64x64); Pendulum-v1
@@ -135,17 +137,33 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
     return row
 
 
+def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
+    """Ours alone, ``repeats`` timed runs after one compile: the run seconds and env steps/s (from the min)."""
+    cfg = our_config(env, total_timesteps)
+    keys = jax.random.split(jax.random.key(0), seeds)
+    compiled = jax.jit(jax.vmap(train, in_axes=(None, 0))).lower(cfg, keys).compile()
+    times = [_time(compiled, cfg, keys)[0] for _ in range(repeats)]
+    return {"run_s_min": round(min(times), 3), "run_s_all": [round(t, 3) for t in times],
+            "env_steps_per_s": round(seeds * cfg.num_updates * cfg.batch_size / min(times))}  # fmt: skip
+
+
 HEADER = (f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
           f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}")  # fmt: skip
 
 
 def format_row(row: dict) -> str:
+    alone = row.get("ours_without_flag")
+    alone = "" if alone is None else f"\n{'':<12} {'':>5} {'':>10} | ours alone without the flag: " + (
+        f"{alone['env_steps_per_s']:,} env steps/s" + (f", {row['speedup_without_flag']:.2f}x the peer's min (not alternated)"
+                                                      if "speedup_without_flag" in row else "")
+        if "env_steps_per_s" in alone else alone["status"])  # fmt: skip
     if row.get("status", "ok") != "ok":
-        return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}"
+        return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}" + alone
     o, p = row["ours"], row["peer"]
     return (f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
             f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
-            f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}")  # fmt: skip
+            f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}"
+            + alone)  # fmt: skip
 
 
 def run(peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int, row_timeout: float = ROW_TIMEOUT) -> list[dict]:
@@ -169,26 +187,46 @@ def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int,
     ``SCHEDULER_FLAG`` is set. Rows with more than one seed therefore run *both* programs under it
     (the row records its ``xla_flags``); a row with no result after ``timeout`` seconds is reported
     as hung instead of stopping the table.
+
+    ppo_jax needs no such flag (its init is QR-free) and runs slower under it, so such a row also
+    times ours alone in a second child without the flag (``ours_without_flag``: what a user of
+    ppo_jax gets) and compares it with the peer's flagged minimum (``speedup_without_flag``; the
+    two were not alternated, so machine drift between them is not cancelled).
     """
-    flags = os.environ.get("XLA_FLAGS", "")
+    own_flags = os.environ.get("XLA_FLAGS", "")
+    flags = own_flags
     if seeds > 1 and SCHEDULER_FLAG not in flags:
         flags = f"{flags} {SCHEDULER_FLAG}".strip()
     row = {"env": env, "seeds": seeds, "xla_flags": flags}
+    row.update(_child(["pair", peer_path, env, seeds, total_timesteps, repeats], flags, timeout))
+    if flags != own_flags:
+        alone = _child(["ours", peer_path, env, seeds, total_timesteps, repeats], own_flags, timeout)
+        row["ours_without_flag"] = {**alone, "xla_flags": own_flags}
+        if alone["status"] == "ok" and row["status"] == "ok":
+            row["speedup_without_flag"] = round(row["peer"]["run_s_min"] / alone["run_s_min"], 3)
+    return row
+
+
+def _child(args: list, flags: str, timeout: float) -> dict:
+    """Run this file as a child (``pair``: ``compare``; ``ours``: ``time_ours``) under ``XLA_FLAGS=flags``."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "row.json"
-        command = [sys.executable, __file__, str(peer_path), env, str(seeds), str(total_timesteps), str(repeats), str(out)]
+        command = [sys.executable, __file__, *map(str, args), str(out)]
         try:
             subprocess.run(command, env={**os.environ, "XLA_FLAGS": flags}, timeout=timeout, check=True)
         except subprocess.TimeoutExpired:
-            return {**row, "status": f"hung: no result after {timeout:.0f} s (XLA_FLAGS={flags or 'unset'})"}
+            return {"status": f"hung: no result after {timeout:.0f} s (XLA_FLAGS={flags or 'unset'})"}
         except subprocess.CalledProcessError as error:
-            return {**row, "status": f"failed: exit status {error.returncode}"}
-        return {**json.loads(out.read_text()), **row, "status": "ok"}
+            return {"status": f"failed: exit status {error.returncode}"}
+        return {**json.loads(out.read_text()), "status": "ok"}
 
 
-if __name__ == "__main__":  # a child of run_row: PEER_PATH ENV SEEDS TOTAL_TIMESTEPS REPEATS OUT.json
+if __name__ == "__main__":  # a child of run_row: pair|ours PEER_PATH ENV SEEDS TOTAL_TIMESTEPS REPEATS OUT.json
     from purejaxrl_peer import load  # scripts/ is sys.path[0] here
 
-    peer_path, env, seeds, total_timesteps, repeats, out = sys.argv[1:]
-    result = compare(load(Path(peer_path), PEER_SCRIPTS[env]), env, int(seeds), int(total_timesteps), int(repeats))
+    mode, peer_path, env, seeds, total_timesteps, repeats, out = sys.argv[1:]
+    if mode == "pair":
+        result = compare(load(Path(peer_path), PEER_SCRIPTS[env]), env, int(seeds), int(total_timesteps), int(repeats))
+    else:
+        result = time_ours(env, int(seeds), int(total_timesteps), int(repeats))
     Path(out).write_text(json.dumps(result))
