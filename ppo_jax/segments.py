@@ -32,6 +32,7 @@ import numpy as np
 from ppo_jax.errors import ConfigError
 from ppo_jax.task import Task
 from ppo_jax.update_loop import scan_updates
+from ppo_jax.vmap_runs import vmap_runs
 
 MAX_SEGMENT_METRICS_BYTES = 64 * 2**20
 """Cap on one segment's metrics (float32, all runs): bounds the memory a long run uses on the device and host."""
@@ -99,9 +100,9 @@ def compile_segments(task: Task, cfg, keys, shared, length: int, *, on_update: C
                             masked=masked, on_update=on_update, report_every=report_every)  # fmt: skip
 
     start = time.perf_counter()
-    init = jax.jit(jax.vmap(task.init, in_axes=(None, 0, None)))
+    init = jax.jit(vmap_runs(task.init, in_axes=(None, 0, None)))
     carry = jax.eval_shape(init, cfg, keys, shared)
     init_program = init.lower(cfg, keys, shared).compile()
-    advance_program = jax.jit(jax.vmap(advance, in_axes=(None, 0, None, None)))
+    advance_program = jax.jit(vmap_runs(advance, in_axes=(None, 0, None, None)))
     advance_program = advance_program.lower(cfg, carry, jnp.int32(0), shared).compile()
     return Segments(init_program, advance_program, length, num_updates, time.perf_counter() - start)

@@ -43,6 +43,7 @@ from ppo_jax.progress import ProgressReporter
 from ppo_jax.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.train import init_runner, train
+from ppo_jax.vmap_runs import vmap_runs
 
 import bench_against  # scripts/bench_against.py
 
@@ -88,7 +89,7 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
 
         def fn(cfg, key):
             return train(cfg, key, on_update=reporter if progress else None, report_every=every)
-    fn = jax.vmap(fn, in_axes=(None, 0))
+    fn = vmap_runs(fn, in_axes=(None, 0))  # as ppo-jax train: one seed unbatched
     keys = jax.random.split(jax.random.key(0), seeds)
 
     start = time.perf_counter()

@@ -2,7 +2,8 @@
 
 For each env and seed count (a row, run in a fresh process: ``run_row``), both programs (``jax.vmap`` over seeds of one
 training run, PureJaxRL's ``make_train(config)`` from a local checkout and our
-``train(cfg, key)``) are compiled ahead of time, then run in turn ``repeats``
+``train(cfg, key)``; one seed unbatched, as ``ppo-jax train --seeds 1`` and PureJaxRL's
+``__main__`` run it: ``ppo_jax.vmap_runs``) are compiled ahead of time, then run in turn ``repeats``
 times, the order swapped every round, so that a machine whose speed drifts
 slows both alike. Reported per side: compile seconds (the minimum of
 ``COMPILE_ROUNDS`` alternating compiles, each after ``jax.clear_caches()``), run seconds (min and
@@ -37,6 +38,7 @@ import numpy as np
 
 from ppo_jax import PPOConfig
 from ppo_jax.train import train
+from ppo_jax.vmap_runs import vmap_runs
 
 PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
@@ -109,8 +111,8 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
     cfg = our_config(env, total_timesteps)
     keys = jax.random.split(jax.random.key(0), seeds)
     peer_keys = jax.random.split(jax.random.PRNGKey(0), seeds)
-    ours = jax.vmap(train, in_axes=(None, 0))
-    peer = jax.vmap(peer_module.make_train(peer_config(env, total_timesteps)))
+    ours = vmap_runs(train, in_axes=(None, 0))  # as ppo-jax train runs its seeds: one seed unbatched
+    peer = vmap_runs(peer_module.make_train(peer_config(env, total_timesteps)), in_axes=(0,))  # 1 seed: as its __main__
     compiled, compile_s = compile_both({"ours": (ours, cfg, keys), "peer": (peer, peer_keys)})
     ours_compile, peer_compile = compile_s["ours"], compile_s["peer"]
     sides = {"ours": (compiled["ours"], (cfg, keys)), "peer": (compiled["peer"], (peer_keys,))}
@@ -141,7 +143,7 @@ def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
     """Ours alone, ``repeats`` timed runs after one compile: the run seconds and env steps/s (from the min)."""
     cfg = our_config(env, total_timesteps)
     keys = jax.random.split(jax.random.key(0), seeds)
-    compiled = jax.jit(jax.vmap(train, in_axes=(None, 0))).lower(cfg, keys).compile()
+    compiled = jax.jit(vmap_runs(train, in_axes=(None, 0))).lower(cfg, keys).compile()
     times = [_time(compiled, cfg, keys)[0] for _ in range(repeats)]
     return {"run_s_min": round(min(times), 3), "run_s_all": [round(t, 3) for t in times],
             "env_steps_per_s": round(seeds * cfg.num_updates * cfg.batch_size / min(times))}  # fmt: skip

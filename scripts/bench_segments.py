@@ -39,6 +39,7 @@ from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.storage.live_run import LiveRun
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.storage.run_dir import config_record
+from ppo_jax.vmap_runs import vmap_runs
 
 
 def cases(cfg: PPOConfig, seeds: list[int], lengths: list[int], scratch: Path) -> dict:
@@ -47,7 +48,7 @@ def cases(cfg: PPOConfig, seeds: list[int], lengths: list[int], scratch: Path) -
     out = {}
     start = time.perf_counter()
     # As ppo-jax train compiled it before segments: the config an argument (its float leaves traced), not constants.
-    program = jax.jit(jax.vmap(lambda c, k: PPO.train(c, k), in_axes=(None, 0))).lower(cfg, keys).compile()
+    program = jax.jit(vmap_runs(lambda c, k: PPO.train(c, k), in_axes=(None, 0))).lower(cfg, keys).compile()
     out["program"] = (time.perf_counter() - start, lambda: jax.block_until_ready(program(cfg, keys)).metrics)
     every = max(1, -(-cfg.num_updates // 20))
     for length in lengths:

@@ -32,6 +32,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from ppo_jax.errors import SpecError
 from ppo_jax.sweep.plan import balanced_chunk_size, format_bytes, round_up
 from ppo_jax.task import Task
+from ppo_jax.vmap_runs import vmap_runs
 
 
 class Shared(NamedTuple):
@@ -123,7 +124,7 @@ def compile_program(task: Task, cfg, size: int, mesh: Mesh, log_every: int, how:
     abstract_cfg = jax.tree.map(lambda _: jax.ShapeDtypeStruct((size,), jnp.float32, sharding=sharding), cfg)
     abstract_keys = jax.ShapeDtypeStruct((size, 2), jnp.uint32, sharding=sharding)
     pair = functools.partial(pair_metrics, task=task, log_every=log_every, how=how)
-    fn = jax.jit(jax.vmap(pair, in_axes=(0, 0, None)), out_shardings=sharding)
+    fn = jax.jit(vmap_runs(pair, in_axes=(0, 0, None)), out_shardings=sharding)
     start = time.perf_counter()
     compiled = fn.lower(abstract_cfg, abstract_keys, _abstract_shared(task, cfg, how, mesh)).compile()
     return Program(compiled, size, time.perf_counter() - start, memory_bytes(compiled))

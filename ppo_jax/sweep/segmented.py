@@ -26,6 +26,7 @@ from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep.program import Shared, log_updates, stack_pairs, window_metrics
 from ppo_jax.task import Task
 from ppo_jax.update_loop import scan_updates
+from ppo_jax.vmap_runs import vmap_runs
 
 
 def segment_length(interval: int, log_every: int, num_updates: int) -> int:
@@ -57,12 +58,12 @@ def _pair_finish(cfg, state, key_data, shared, *, task: Task, how: Shared):
 @functools.cache
 def _programs(task: Task, mesh: Mesh, how: Shared, length: int, log_every: int):
     pairs, replicated = NamedSharding(mesh, PartitionSpec("pairs")), NamedSharding(mesh, PartitionSpec())
-    init = jax.jit(jax.vmap(functools.partial(_pair_init, task=task, how=how), in_axes=(0, 0, None)),
+    init = jax.jit(vmap_runs(functools.partial(_pair_init, task=task, how=how), in_axes=(0, 0, None)),
                    in_shardings=(pairs, pairs, replicated), out_shardings=pairs)  # fmt: skip
-    advance = jax.jit(jax.vmap(functools.partial(_pair_advance, task=task, how=how, length=length, log_every=log_every),
+    advance = jax.jit(vmap_runs(functools.partial(_pair_advance, task=task, how=how, length=length, log_every=log_every),
                                in_axes=(0, 0, None, None)),
                       in_shardings=(pairs, pairs, replicated, replicated), out_shardings=pairs)  # fmt: skip
-    finish = jax.jit(jax.vmap(functools.partial(_pair_finish, task=task, how=how), in_axes=(0, 0, 0, None)),
+    finish = jax.jit(vmap_runs(functools.partial(_pair_finish, task=task, how=how), in_axes=(0, 0, 0, None)),
                      in_shardings=(pairs, pairs, pairs, replicated), out_shardings=pairs)  # fmt: skip
     return init, advance, finish
 
