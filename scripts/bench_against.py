@@ -153,12 +153,22 @@ HEADER = (f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {
           f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}")  # fmt: skip
 
 
-def format_row(row: dict) -> str:
+def _without_flag_line(row: dict) -> str:
+    """The second line of a row that also timed ours without the scheduler flag ("" if it did not)."""
     alone = row.get("ours_without_flag")
-    alone = "" if alone is None else f"\n{'':<12} {'':>5} {'':>10} | ours alone without the flag: " + (
-        f"{alone['env_steps_per_s']:,} env steps/s" + (f", {row['speedup_without_flag']:.2f}x the peer's min (not alternated)"
-                                                      if "speedup_without_flag" in row else "")
-        if "env_steps_per_s" in alone else alone["status"])  # fmt: skip
+    if alone is None:
+        return ""
+    if alone["status"] != "ok":
+        text = alone["status"]
+    else:
+        text = f"{alone['env_steps_per_s']:,} env steps/s"
+        if "speedup_without_flag" in row:
+            text += f", {row['speedup_without_flag']:.2f}x the peer's min (not alternated)"
+    return f"\n{'':<12} {'':>5} {'':>10} | ours alone without the flag: {text}"
+
+
+def format_row(row: dict) -> str:
+    alone = _without_flag_line(row)
     if row.get("status", "ok") != "ok":
         return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}" + alone
     o, p = row["ours"], row["peer"]
