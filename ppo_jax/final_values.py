@@ -1,12 +1,13 @@
-"""Summary statistics of training runs: final return and a bootstrap CI over seeds.
+"""Summary statistics of training runs: a metric's final value and a bootstrap CI over seeds.
 
-Definitions used everywhere in ppo_jax (CLI output, run directories, reports):
+Definitions used everywhere in ppo_jax (CLI output, run directories, sweep tables, reports):
 
-* **final return** = mean episodic return over the last 5% of updates
-  (``final_return``; at least one update). The per-update episodic return is
-  ``TrainOutput.metrics["episode_return"]``: the mean over envs of each env's most
-  recently completed episode, NaN until one has ended. Updates with NaN are
-  skipped; a run whose last 5% of updates are all NaN has a NaN final return.
+* **final value** of a per-update metric = its mean over the last
+  ``Task.final_fraction`` of updates (``final_value``; at least one update):
+  5% for PPO on an environment, 10% for RLHF. For PPO's score, the per-update
+  episodic return (the mean over envs of each env's most recently completed
+  episode, NaN until one has ended), it is the *final return*. Updates with NaN
+  are skipped; a run whose window is all NaN has a NaN final value.
 * **CI over seeds** = 95% percentile-bootstrap confidence interval of the mean of
   the per-seed values (``bootstrap_ci``; scipy.stats.bootstrap, 10,000
   resamples, fixed resampling seed so the interval is reproducible).
@@ -20,13 +21,13 @@ import warnings
 import numpy as np
 
 
-def final_return(episode_return: np.ndarray, fraction: float = 0.05) -> np.ndarray:
-    """Final return = mean episodic return over the last 5% of updates.
+def final_value(values: np.ndarray, fraction: float) -> np.ndarray:
+    """A metric's final value: its mean over the last ``fraction`` of updates.
 
     Args:
-      episode_return: ``[..., num_updates]`` per-update episodic return (NaN
-        where no episode had ended yet), e.g. ``metrics["episode_return"]`` of a
-        vmapped run with shape ``[num_seeds, num_updates]``.
+      values: ``[..., num_updates]`` per-update metric (NaN where there is none,
+        e.g. the episodic return before any episode has ended), e.g.
+        ``metrics["episode_return"]`` of a vmapped run, ``[num_seeds, num_updates]``.
       fraction: share of the updates to average, in (0, 1]; the window is the
         last ``ceil(fraction * num_updates)`` updates, at least one.
 
@@ -34,9 +35,9 @@ def final_return(episode_return: np.ndarray, fraction: float = 0.05) -> np.ndarr
       ``nanmean`` over that window along the last axis: shape ``[...]`` (a 0-d
       array for 1-D input). NaN where every update in the window is NaN.
     """
-    values = np.asarray(episode_return, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
     if values.ndim == 0 or values.shape[-1] == 0:
-        raise ValueError(f"episode_return needs a last axis of updates with at least one entry, got shape {values.shape}")
+        raise ValueError(f"values need a last axis of updates with at least one entry, got shape {values.shape}")
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")
     window = final_window(values.shape[-1], fraction)
@@ -45,7 +46,7 @@ def final_return(episode_return: np.ndarray, fraction: float = 0.05) -> np.ndarr
         return np.nanmean(values[..., -window:], axis=-1)
 
 
-def final_window(num_updates: int, fraction: float = 0.05) -> int:
+def final_window(num_updates: int, fraction: float) -> int:
     """How many last updates define a final value: ``ceil(fraction * num_updates)``, at least one."""
     # round() guards against 0.05 * 60 = 3.0000000000000004 -> ceil 4.
     return max(1, math.ceil(round(fraction * num_updates, 9)))
@@ -54,7 +55,7 @@ def final_window(num_updates: int, fraction: float = 0.05) -> int:
 def bootstrap_ci(
     values, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Mean of ``values`` (e.g. one final return per seed) and its bootstrap CI.
+    """Mean of ``values`` (e.g. one final value per seed) and its bootstrap CI.
 
     Percentile bootstrap of the mean (``scipy.stats.bootstrap``, method
     ``"percentile"``). Non-finite values (runs that never finished an episode)

@@ -15,7 +15,7 @@ when it ends, so device and host memory do not grow with the number of updates.
 
 A run of ``num_updates`` that ``length`` does not divide ends with a shorter
 segment: the same program, whose scan skips updates past the end (``masked`` in
-``ppo_jax.update_loop.scan_updates``); a run of one segment is ``Task.train``'s program.
+``ppo_jax.scan_updates.scan_updates``); a run of one segment is ``Task.train``'s program.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.task import Task
-from ppo_jax.update_loop import scan_updates
+from ppo_jax.task_contract import Task
+from ppo_jax.scan_updates import scan_updates
 from ppo_jax.vmap_runs import vmap_runs
 
 MAX_SEGMENT_METRICS_BYTES = 64 * 2**20

@@ -1,4 +1,4 @@
-"""Throughput benchmark of ppo_jax.train on CartPole-v1 with the standard config.
+"""Throughput benchmark of ppo_jax.rl.train on CartPole-v1 with the standard config.
 
 Prints a table and writes JSON. For each case: compile seconds (ahead of time,
 ``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
@@ -38,11 +38,11 @@ import jax
 from jax import lax
 
 from ppo_jax import PPOConfig
-from ppo_jax.envs import make_env
+from ppo_jax.rl.envs import make_env
 from ppo_jax.progress import ProgressReporter
-from ppo_jax.rollout import rollout
+from ppo_jax.rl.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
-from ppo_jax.train import init_runner, train
+from ppo_jax.rl.train import init_runner, train
 from ppo_jax.vmap_runs import vmap_runs
 
 import bench_against  # scripts/bench_against.py

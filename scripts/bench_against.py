@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 from ppo_jax import PPOConfig
-from ppo_jax.train import train
+from ppo_jax.rl.train import train
 from ppo_jax.vmap_runs import vmap_runs
 
 PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}

@@ -2,9 +2,9 @@
 
 Prints a table and writes JSON (with provenance). For each (backend, num_envs):
 
-* ``rollout``: ``ppo_jax.rollout.rollout`` alone (policy forward, env step, auto-reset; no update),
+* ``rollout``: ``ppo_jax.rl.rollout.rollout`` alone (policy forward, env step, auto-reset; no update),
   ``--rollout-steps`` steps per env;
-* ``ppo``: ``--updates`` updates of ``ppo_jax.train`` (``num_envs x 80`` steps each, 4 epochs
+* ``ppo``: ``--updates`` updates of ``ppo_jax.rl.train`` (``num_envs x 80`` steps each, 4 epochs
   of 4 minibatches), initialization apart, as Brax times its own;
 * ``brax_ppo`` (with ``--against-brax``): ``brax.training.agents.ppo.train`` on the same env,
   backend and work -- unroll 20, batch_size = num_envs, 4 minibatches, 4 epochs, so one
@@ -33,12 +33,12 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax import PPOConfig
-from ppo_jax.brax_envs import BACKENDS, import_brax_envs
-from ppo_jax.envs import env_spec
-from ppo_jax.presets import BRAX_COMMON
-from ppo_jax.rollout import rollout
+from ppo_jax.rl.brax_envs import BACKENDS, import_brax_envs
+from ppo_jax.rl.envs import env_spec
+from ppo_jax.rl.presets import BRAX_COMMON
+from ppo_jax.rl.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
-from ppo_jax.train import init, init_runner, step
+from ppo_jax.rl.train import init, init_runner, step
 
 UNROLL, MINIBATCHES, EPOCHS = 20, 4, 4
 NUM_STEPS = UNROLL * MINIBATCHES  # Brax: batch_size * num_minibatches * unroll_length / num_envs with batch_size = num_envs

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from ppo_jax import PPOConfig
-from ppo_jax.ppo_task import PPO
+from ppo_jax.rl.task import PPO
 from ppo_jax.run_loop import run_segments
 from ppo_jax.segments import compile_segments
 from ppo_jax.storage.checkpoints import Checkpoints

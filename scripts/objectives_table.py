@@ -3,7 +3,7 @@
 Normalization as in Schulman et al. (2017), sec. 6.1: per environment, a random
 policy scores 0 and the best setting scores 1; scores are then averaged over
 environments. A run's score is its final return (mean episodic return over the
-last 5% of updates, ``ppo_jax.final_values.final_return``), averaged over seeds. The
+last 5% of updates, ``ppo_jax.final_values.final_value``), averaged over seeds. The
 random policy draws actions uniformly within the action bounds (measured here,
 ``--random-episodes`` episodes per env).
 
@@ -20,10 +20,10 @@ import jax
 import numpy as np
 import pandas as pd
 
-from ppo_jax.brax_envs import is_brax
-from ppo_jax.evaluate import random_policy_returns
-from ppo_jax.final_values import bootstrap_ci, final_return
-from ppo_jax.sweep.resume import TABLE_FILE, done_chunks, read_chunks
+from ppo_jax.rl.brax_envs import is_brax
+from ppo_jax.rl.evaluate import random_policy_returns
+from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.sweep.sweep_dir import TABLE_FILE, done_chunks, read_chunks
 from ppo_jax.sweep.spec import load_spec
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks, 3 seeds each, 1M steps.
@@ -58,7 +58,7 @@ def label(objective: str, clip_eps: float, kl_target: float, kl_beta: float) -> 
 
 
 def random_policy_return(env_name: str, episodes: int, seed: int = 0, backend: str | None = None) -> float:
-    """Mean return of uniformly random actions over ``episodes`` full episodes (``ppo_jax.evaluate``)."""
+    """Mean return of uniformly random actions over ``episodes`` full episodes (``ppo_jax.rl.evaluate``)."""
     return float(random_policy_returns(env_name, jax.random.key(seed), episodes, backend).mean())
 
 
@@ -88,7 +88,7 @@ def scores(table: pd.DataFrame) -> pd.DataFrame:
     keys = ["env", "setting_id", "objective", "clip_eps", "kl_target", "kl_beta", "seed"]
     rows = []
     for key, runs in table.sort_values("update").groupby(keys, sort=False):
-        rows.append(dict(zip(keys, key), final=float(final_return(runs["episode_return"].to_numpy()))))
+        rows.append(dict(zip(keys, key), final=float(final_value(runs["episode_return"].to_numpy(), 0.05))))
     return pd.DataFrame(rows)
 
 

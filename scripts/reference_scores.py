@@ -5,7 +5,7 @@
 
 A uniform random policy (categorical over the actions; uniform in the action
 box) plays ``--episodes`` episodes of each environment, inside jit, with a
-fixed key (``ppo_jax.evaluate.random_policy_returns``: the same episode player as evaluation). Prints a table of mean return with its standard error, and writes
+fixed key (``ppo_jax.rl.evaluate.random_policy_returns``: the same episode player as evaluation). Prints a table of mean return with its standard error, and writes
 JSON. The numbers in ``ppo_jax/report/scores.py`` (REFERENCE_SCORES) come from
 this script with its defaults, and the Brax tasks' from ``--envs
 brax/inverted_pendulum brax/inverted_double_pendulum brax/hopper brax/walker2d
@@ -21,7 +21,7 @@ import zlib
 import jax
 import numpy as np
 
-from ppo_jax.evaluate import random_policy_returns
+from ppo_jax.rl.evaluate import random_policy_returns
 
 ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCarContinuous-v0", "Breakout-MinAtar", "SpaceInvaders-MinAtar")
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.final_values import bootstrap_ci, final_value
 
 
 def test_bootstrap_ci_hand_worked_cases():
@@ -23,14 +23,14 @@ def test_bootstrap_ci_hand_worked_cases():
     assert np.isnan(m) and np.isnan(lo) and np.isnan(hi)
 
 
-def test_final_return_is_the_mean_over_the_last_5_percent_of_updates():
+def test_final_value_is_the_mean_over_the_last_fraction_of_updates():
     returns = np.arange(200, dtype=np.float64).reshape(2, 100)  # 100 updates -> last 5
-    np.testing.assert_allclose(final_return(returns), [97.0, 197.0])
-    assert final_return(np.array([1.0, 2.0, 3.0])) == 3.0  # at least one update
-    assert final_return(np.arange(60.0)) == 58.0  # ceil(0.05 * 60) = 3 updates: 57, 58, 59
-    assert final_return(np.array([0.0] * 19 + [4.0])) == 4.0  # 20 updates -> the last one
-    assert final_return(np.array([1.0, 2.0, np.nan, 6.0]), fraction=0.5) == 6.0  # NaN skipped
-    assert np.isnan(final_return(np.array([1.0, np.nan])))
-    assert final_return(np.arange(10.0), fraction=1.0) == 4.5
+    np.testing.assert_allclose(final_value(returns, 0.05), [97.0, 197.0])
+    assert final_value(np.array([1.0, 2.0, 3.0]), 0.05) == 3.0  # at least one update
+    assert final_value(np.arange(60.0), 0.05) == 58.0  # ceil(0.05 * 60) = 3 updates: 57, 58, 59
+    assert final_value(np.array([0.0] * 19 + [4.0]), 0.05) == 4.0  # 20 updates -> the last one
+    assert final_value(np.array([1.0, 2.0, np.nan, 6.0]), 0.5) == 6.0  # NaN skipped
+    assert np.isnan(final_value(np.array([1.0, np.nan]), 0.05))
+    assert final_value(np.arange(10.0), 1.0) == 4.5
     with pytest.raises(ValueError):
-        final_return(np.arange(10.0), fraction=0.0)
+        final_value(np.arange(10.0), 0.0)

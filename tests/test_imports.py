@@ -1,4 +1,6 @@
-"""The package's import graph: no cycles (module-level or inside functions), and the engines imported only as engines.
+"""The package's import graph: no cycles (module-level or inside functions), the engines imported only as
+engines, and the task packages (``rl``, ``rlhf``) apart: neither imports the other, and the shared modules
+import neither (only the registry, the package root, the command line and the moved-module aliases name them).
 
 Every ``import`` / ``from ... import`` of a ``ppo_jax`` module in every source file
 is read with ``ast`` (wherever it sits: module level, inside a function or a
@@ -16,7 +18,9 @@ from pathlib import Path
 import ppo_jax
 
 PACKAGE_DIR = Path(ppo_jax.__file__).resolve().parent
-ENGINES = {"ppo_jax.train", "ppo_jax.rlhf.train"}
+ENGINES = {"ppo_jax.rl.train", "ppo_jax.rlhf.train"}
+TASK_PACKAGES = ("ppo_jax.rl", "ppo_jax.rlhf")
+MAY_NAME_TASKS = {"ppo_jax", "ppo_jax.task_registry", "ppo_jax.moved_modules"}  # and ppo_jax.cli.*
 
 
 def _module_name(path: Path) -> str:
@@ -95,8 +99,9 @@ def test_find_cycle_finds_a_known_cycle():
 
 def test_the_import_graph_reads_function_level_imports():
     graph = import_graph()
-    assert "ppo_jax.envs" in graph["ppo_jax.networks"]  # imported inside make_network
-    assert "ppo_jax.config" in graph["ppo_jax.ppo_task"]
+    assert "ppo_jax.rl.envs" in graph["ppo_jax.rl.networks"]  # imported inside make_network
+    assert "ppo_jax.rl.config" in graph["ppo_jax.rl.task"]
+    assert "ppo_jax.initializers" in graph["ppo_jax.rlhf.models"]
 
 
 def test_no_import_cycles():
@@ -111,8 +116,59 @@ def test_engines_are_imported_only_through_their_task():
     assert importers == set(), f"modules importing an engine directly: {sorted(importers)}"
 
 
-def test_ppo_jax_train_is_the_module():
-    import ppo_jax.train as module
+def test_ppo_jax_rl_train_is_the_module():
+    import ppo_jax.rl.train as module
 
-    assert module.__name__ == "ppo_jax.train" and callable(module.train)
-    assert importlib.import_module("ppo_jax.train") is module
+    assert module.__name__ == "ppo_jax.rl.train" and callable(module.train)
+    assert importlib.import_module("ppo_jax.rl.train") is module
+
+
+def _package_of(module: str) -> str | None:
+    """The task package ``module`` belongs to, or None for a shared module."""
+    return next((pkg for pkg in TASK_PACKAGES if module == pkg or module.startswith(pkg + ".")), None)
+
+
+def test_task_packages_never_import_each_other():
+    graph = import_graph()
+    crossings = [
+        f"{module} -> {target}"
+        for module, edges in graph.items()
+        for target in edges
+        if _package_of(module) and _package_of(target) and _package_of(module) != _package_of(target)
+    ]
+    assert crossings == [], f"a task package imports another: {crossings}"
+
+
+def test_shared_modules_import_no_task_package():
+    """The root, sweep/, storage/ and report/ are shared: they reach a task only through the registry."""
+    graph = import_graph()
+    leaks = [
+        f"{module} -> {target}"
+        for module, edges in graph.items()
+        for target in edges
+        if _package_of(module) is None
+        and module not in MAY_NAME_TASKS
+        and not module.startswith("ppo_jax.cli")
+        and _package_of(target)
+    ]
+    assert leaks == [], f"shared modules importing a task package: {leaks}"
+
+
+def test_the_crossing_check_catches_a_crossing():
+    assert _package_of("ppo_jax.rlhf.models") == "ppo_jax.rlhf" and _package_of("ppo_jax.rl.networks") == "ppo_jax.rl"
+    assert _package_of("ppo_jax.rlx") is None and _package_of("ppo_jax.losses") is None
+
+
+def test_old_module_paths_still_import_with_a_deprecation_warning():
+    import warnings
+
+    import ppo_jax.rl.train
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("ppo_jax.update_loop")
+        from ppo_jax.ppo_loss import clipped_surrogate_loss  # now in ppo_jax.losses
+    assert any(issubclass(w.category, DeprecationWarning) and "ppo_jax.scan_updates" in str(w.message) for w in caught)
+    assert old.scan_updates is importlib.import_module("ppo_jax.scan_updates").scan_updates
+    assert clipped_surrogate_loss is importlib.import_module("ppo_jax.losses").clipped_surrogate_loss
+    assert importlib.import_module("ppo_jax.train").train is ppo_jax.rl.train.train

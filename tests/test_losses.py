@@ -1,11 +1,13 @@
-"""The clipped surrogate and value losses against NumPy, and the four gradient regimes of the seed notes."""
+"""The shared losses against NumPy: the clipped surrogate (the four gradient regimes of the seed notes), the value loss, and every policy objective's value and gradient."""
+
+import itertools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax.ppo_loss import clipped_surrogate_loss, explained_variance, value_loss
+from ppo_jax.losses import clipped_surrogate_loss, policy_loss, value_loss
 
 
 def surrogate_reference(log_prob, old_log_prob, advantage, eps):
@@ -61,47 +63,67 @@ def test_value_loss_clipping_takes_the_pessimistic_max():
     np.testing.assert_allclose(value_loss(1.1, 1.0, 3.0, vf_clip_eps=0.2, clip=True), 0.5 * 1.9**2, rtol=1e-6)
 
 
-def test_explained_variance():
-    target = np.array([1.0, 2.0, 3.0, 4.0])
-    np.testing.assert_allclose(explained_variance(target, target), 1.0)
-    np.testing.assert_allclose(explained_variance(np.full(4, target.mean()), target), 0.0, atol=1e-7)
-    assert np.isnan(explained_variance(target, np.ones(4)))
+# ----- the policy objectives (ppo_jax.losses.policy_loss) -----
+
+EPS, BETA, C = 0.2, 0.7, 3.0
 
 
-def test_total_loss_with_a_state_dependent_tanh_gaussian_matches_numpy():
-    # ppo_loss over a minibatch whose new and old policies have a std per sample (Brax PPO's policy):
-    # -mean(min(rA, clip(r)A)) + c1 mean(0.5 (V - R)^2) - c2 mean(H), H estimated at the stored noise.
-    from ppo_jax import PPOConfig
-    from ppo_jax.distributions import TanhGaussian
-    from ppo_jax.ppo_loss import LossCoefficients, Minibatch, ppo_loss
+def reference_objective(name, ratio, adv, kl):
+    """The objectives as written in the papers (float64), maximised."""
+    clipped = np.clip(ratio, 1 - EPS, 1 + EPS) * adv
+    if name == "clip":
+        return min(ratio * adv, clipped)
+    if name == "clip_no_min":
+        return clipped
+    if name == "unclipped":
+        return ratio * adv
+    if name in ("kl_fixed", "kl_adaptive"):
+        return ratio * adv - BETA * kl
+    if name == "dual_clip":
+        standard = min(ratio * adv, clipped)
+        return max(standard, C * adv) if adv < 0 else standard
+    raise ValueError(name)
 
-    rng = np.random.default_rng(3)
-    m, a = 16, 2
-    loc, old_loc = rng.normal(size=(2, m, a)) * 0.5
-    log_std, old_log_std = rng.normal(size=(2, m, a)) * 0.3 - 0.5
-    value, old_value, target = rng.normal(size=(3, m))
-    noise = rng.normal(size=(m, a))
-    action = old_loc + np.exp(old_log_std) * noise
 
-    def gaussian_tanh_logp(mu, ls, u):
-        gauss = np.sum(-0.5 * ((u - mu) / np.exp(ls)) ** 2 - ls - 0.5 * np.log(2 * np.pi), axis=-1)
-        return gauss - np.sum(np.log(1 - np.tanh(u) ** 2), axis=-1)
+def jax_objective(name, log_prob, adv, kl):
+    return -policy_loss(name, log_prob, 0.0, adv, kl, clip_eps=EPS, kl_beta=BETA, dual_clip_c=C)
 
-    old_log_prob = gaussian_tanh_logp(old_loc, old_log_std, action)
-    advantage = rng.normal(size=m)
-    norm_adv = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-    ratio = np.exp(gaussian_tanh_logp(loc, log_std, action) - old_log_prob)
-    policy = -np.mean(np.minimum(ratio * norm_adv, np.clip(ratio, 0.8, 1.2) * norm_adv))
-    u = loc + np.exp(log_std) * noise
-    # H(tanh u) = H(u) + E log |d tanh u / du|, one sample: u = loc + std * noise
-    entropy = np.mean(np.sum(log_std + 0.5 * np.log(2 * np.pi * np.e) + np.log(1 - np.tanh(u) ** 2), axis=-1))
-    expected = policy + 0.5 * np.mean(0.5 * (value - target) ** 2) - 0.01 * entropy
 
-    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-    batch = Minibatch(obs=jnp.zeros((m, 1)), action=f32(action), log_prob=f32(old_log_prob), value=f32(old_value),
-                      advantage=f32(advantage), target=f32(target), old_dist=TanhGaussian(f32(old_loc), f32(old_log_std)))  # fmt: skip
-    cfg = PPOConfig(env="Pendulum-v1", clip_vloss=False)
-    coefs = LossCoefficients(clip_eps=f32(0.2), ent_coef=f32(0.01), kl_beta=f32(0.0))
-    loss, metrics = ppo_loss(None, lambda _, obs: (TanhGaussian(f32(loc), f32(log_std)), f32(value)), batch, cfg, coefs)
-    np.testing.assert_allclose(loss, expected, rtol=1e-4)
-    np.testing.assert_allclose(metrics["entropy"], entropy, rtol=1e-4)
+OBJECTIVES = ["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
+
+
+RATIOS = [0.5, 0.9, 1.0, 1.1, 1.5, 4.0]
+
+
+ADVANTAGES = [2.0, -1.0]
+
+
+@pytest.mark.parametrize("name,ratio,adv", list(itertools.product(OBJECTIVES, RATIOS, ADVANTAGES)))
+def test_objective_value_and_gradient_match_numpy(name, ratio, adv):
+    kl = 0.3
+    value = jax_objective(name, jnp.log(ratio), adv, kl)
+    np.testing.assert_allclose(value, reference_objective(name, ratio, adv, kl), rtol=1e-5)
+
+    # d objective / d log pi by central differences on the NumPy reference (no kinks at these points).
+    h = 1e-6
+    numeric = (
+        reference_objective(name, np.exp(np.log(ratio) + h), adv, kl)
+        - reference_objective(name, np.exp(np.log(ratio) - h), adv, kl)
+    ) / (2 * h)
+    grad = jax.grad(jax_objective, argnums=1)(name, jnp.log(ratio), adv, kl)
+    np.testing.assert_allclose(grad, numeric, rtol=1e-3, atol=1e-6)
+
+    # d objective / d KL: -beta for the KL objectives, 0 otherwise.
+    grad_kl = jax.grad(jax_objective, argnums=3)(name, jnp.log(ratio), adv, kl)
+    np.testing.assert_allclose(grad_kl, -BETA if name.startswith("kl") else 0.0, atol=1e-7)
+
+
+def test_named_regimes():
+    # clip_no_min lets A > 0 with r < 1 - eps go flat (no gradient), unlike clip (min keeps r A).
+    assert jax.grad(jax_objective, argnums=1)("clip_no_min", jnp.log(0.5), 2.0, 0.0) == 0.0
+    assert jax.grad(jax_objective, argnums=1)("clip", jnp.log(0.5), 2.0, 0.0) == pytest.approx(1.0)
+    # dual clip: A < 0 and r = 4: clip gives r A = -4 (gradient r A); dual clip caps at c A = -3 (no gradient).
+    assert jax_objective("dual_clip", jnp.log(4.0), -1.0, 0.0) == pytest.approx(-3.0)
+    assert jax.grad(jax_objective, argnums=1)("dual_clip", jnp.log(4.0), -1.0, 0.0) == 0.0
+    assert jax.grad(jax_objective, argnums=1)("clip", jnp.log(4.0), -1.0, 0.0) == pytest.approx(-4.0)
+

@@ -8,8 +8,8 @@ import jax
 import jax.numpy as jnp
 import pandas as pd
 
-from ppo_jax.config import PPOConfig
-from ppo_jax.ppo_task import PPO
+from ppo_jax.rl.config import PPOConfig
+from ppo_jax.rl.task import PPO
 from ppo_jax.run_loop import run_segments
 from ppo_jax.segments import compile_segments
 from ppo_jax.storage.checkpoints import Checkpoints

@@ -1,4 +1,4 @@
-"""The contract every ``Task`` keeps, checked for each task in ``ppo_jax.tasks.TASKS`` on a tiny config.
+"""The contract every ``Task`` keeps, checked for each task in ``ppo_jax.task_registry.TASKS`` on a tiny config.
 
 * ``jit(vmap(train))`` over (setting, seed) pairs -- two settings of a traced
   field, two seeds -- gives the metrics of the separate runs;
@@ -25,12 +25,12 @@ import pandas as pd
 import pytest
 
 from ppo_jax import sweep
-from ppo_jax.final_values import final_return
+from ppo_jax.final_values import final_value
 from ppo_jax.segments import compile_segments
 from ppo_jax.storage.checkpoints import Checkpoints
-from ppo_jax.sweep import resume
+from ppo_jax.sweep import sweep_dir as resume
 from ppo_jax.sweep.program import Shared, prepare_shared_once
-from ppo_jax.tasks import TASKS
+from ppo_jax.task_registry import TASKS
 
 TINY = {  # PPO on a continuous task with observation normalization and reward scaling: every state under vmap
     "ppo": {"env": "Pendulum-v1", "total_timesteps": 512, "num_envs": 2, "num_steps": 32, "num_minibatches": 2,
@@ -192,5 +192,5 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
     assert len(summary) == len(values) and (summary.seeds == len(SEEDS)).all()
     for row in summary.itertuples():
         for metric in task.reported:
-            finals = [final_return(separate[(row.setting_id, seed)][0][metric], task.final_fraction) for seed in SEEDS]
+            finals = [final_value(separate[(row.setting_id, seed)][0][metric], task.final_fraction) for seed in SEEDS]
             assert getattr(row, f"final_{metric}") == pytest.approx(float(np.mean(finals)), rel=1e-4, abs=1e-5), metric

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from jax.extend.random import threefry_2x32
 
-import ppo_jax.train  # noqa: F401 - installs the lowering
+import ppo_jax.rl.train  # noqa: F401 - installs the lowering
 from ppo_jax import PPOConfig, threefry_cpu
-from ppo_jax.train import train
+from ppo_jax.rl.train import train
 
 # Known answers of Threefry-2x32 (20 rounds) from the reference implementation's tests (Random123, kat_vectors):
 # (key, counter) -> hash.
@@ -54,7 +54,7 @@ def test_the_cpu_program_has_no_loop_for_random_numbers():
 RUN = """
 import json, sys, jax, numpy as np
 from ppo_jax import PPOConfig
-from ppo_jax.train import train
+from ppo_jax.rl.train import train
 out = jax.jit(train)(PPOConfig(env="CartPole-v1", total_timesteps=2048, num_steps=64), jax.random.key(3))
 hlo = jax.jit(lambda key: jax.random.uniform(key, (16,))).lower(jax.random.key(0)).compile().as_text()
 print(json.dumps({name: np.asarray(value).tolist() for name, value in out.metrics.items()} |

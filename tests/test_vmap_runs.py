@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig
-from ppo_jax.train import train
+from ppo_jax.rl.train import train
 from ppo_jax.vmap_runs import vmap_runs
 
 

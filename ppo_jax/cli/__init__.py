@@ -56,8 +56,8 @@ def parse(args=None):
 
 
 def run_envs() -> int:
-    from ppo_jax import brax_envs
-    from ppo_jax.envs import known_env_names
+    from ppo_jax.rl import brax_envs
+    from ppo_jax.rl.envs import known_env_names
 
     missing = "" if brax_envs.available() else f"   ({brax_envs.INSTALL_HINT})"
     say("\n".join(name + (missing if brax_envs.is_brax(name) else "") for name in known_env_names()))

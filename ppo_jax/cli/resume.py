@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 RUN_FLAGS = ("seed", "seeds", "pretrain_seed", "eval_episodes", "checkpoint_every")
 """Run flags fixed at the start; --progress, --log and --keep-checkpoints may change on --resume."""

@@ -18,7 +18,7 @@ from typing import NamedTuple
 from ppo_jax.cli.common import fmt, make_keys, say
 from ppo_jax.errors import ConfigError
 from ppo_jax.storage.run_dir import config_record
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 DEFAULT_SEGMENT_PERCENT = 5
 """With a run directory, a run is cut into segments of 5% of its updates (at least 10) unless checkpoints ask for less."""
@@ -33,7 +33,7 @@ class RunOptions(NamedTuple):
     eval_episodes: int = 0
     checkpoint_every: str | None = None
     segment_length: int | None = None  # fixed by the run's start; None: chosen from the above
-    preset: str | None = None  # the named base config the run started from (ppo_jax.presets), if any
+    preset: str | None = None  # the named base config the run started from (ppo_jax.rl.presets), if any
 
 
 def choose_segment_length(num_updates: int, interval: int | None, has_out: bool) -> int | None:
@@ -198,12 +198,12 @@ def final_values(task: Task, metrics, num_updates: int) -> dict:
     ``metrics[name]`` is ``[num_seeds, n]``: the whole run, or (from metrics.csv) just
     the window of last updates that defines final values.
     """
-    from ppo_jax.final_values import bootstrap_ci, final_return, final_window
+    from ppo_jax.final_values import bootstrap_ci, final_value, final_window
 
     out = {}
     for name in task.reported:
         values = metrics[name][:, -final_window(num_updates, task.final_fraction):]
-        finals = final_return(values, 1.0)
+        finals = final_value(values, 1.0)
         mean, low, high = bootstrap_ci(finals)
         out[name] = {"per_seed": [float(v) for v in finals], "mean": mean, "ci95_low": low, "ci95_high": high}
     return out

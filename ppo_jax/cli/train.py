@@ -17,12 +17,12 @@ import tyro
 from ppo_jax.cli.common import seed_list
 from ppo_jax.cli.resume import resumed_run
 from ppo_jax.cli.run_task import RunOptions, run_task
-from ppo_jax.config import PPOConfig
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.errors import ConfigError
-from ppo_jax.ppo_task import PPO
+from ppo_jax.rl.task import PPO
 from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.rlhf.task import RLHF
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 OutDir = Annotated[Path | None, tyro.conf.arg(metavar="DIR")]
 Switch = Annotated[bool, tyro.conf.FlagCreatePairsOff]
@@ -59,7 +59,7 @@ class Train:
     progress: bool = True
     """Show progress (a bar on a terminal, a line every 10% otherwise, on stderr); the compiled program is the same either way."""
     preset: Literal["mujoco", "brax"] | None = None
-    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3) or brax (Brax PPO's published settings for the task); see ppo_jax/presets.py. `ppo-jax train --preset P --env E --help` shows its values."""
+    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3) or brax (Brax PPO's published settings for the task); see ppo_jax/rl/presets.py. `ppo-jax train --preset P --env E --help` shows its values."""
     config: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=PPOConfig
     )
@@ -123,7 +123,7 @@ def train_defaults(args: list[str]) -> Train | None:
     preset = flag_value(args, "--preset")
     if preset is None:
         return None
-    from ppo_jax.presets import apply_preset
+    from ppo_jax.rl.presets import apply_preset
 
     cfg = apply_preset(preset, PPOConfig(env=flag_value(args, "--env") or PPOConfig().env))
     return Train(preset=preset, config=cfg)

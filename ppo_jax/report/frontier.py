@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.final_values import bootstrap_ci, final_value
 from ppo_jax.report import figures
 from ppo_jax.report.sources import Runs
 
@@ -38,7 +38,7 @@ def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
         for _, run in group.groupby("seed", sort=False):
             run = run.sort_values("update")
             for m in METRICS:
-                per_seed[m].append(float(final_return(run[m].to_numpy(), last_percent / 100)))
+                per_seed[m].append(float(final_value(run[m].to_numpy(), last_percent / 100)))
         row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(per_seed["kl_ref"])}
         for m, values in per_seed.items():
             row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = bootstrap_ci(values)

@@ -3,7 +3,7 @@
 * **Final return** of a run (the column ``final_return``): the mean of its task's
   score metric (``Task.score``: PPO's episodic return; RLHF's programmatic score)
   over the last ``last_percent`` percent of its logged updates (at least one),
-  from its own metrics table (``ppo_jax.final_values.final_return``); NaN updates
+  from its own metrics table (``ppo_jax.final_values.final_value``); NaN updates
   (no episode ended yet) are skipped.
 * **Normalized score** (per environment): ``(R - random) / (best - random)``, so
   that a uniform random policy scores 0 and the reference best scores 1; scores
@@ -29,7 +29,7 @@ import pandas as pd
 import yaml
 
 from ppo_jax.errors import ReportError
-from ppo_jax.final_values import final_return
+from ppo_jax.final_values import final_value
 from ppo_jax.report.sources import Runs
 
 
@@ -90,7 +90,7 @@ def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
     rows = []
     for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
         values = run.sort_values("update")[runs.task.score].to_numpy()
-        rows.append({"env": env, "setting": setting, "seed": seed, "final_return": float(final_return(values, last_percent / 100))})
+        rows.append({"env": env, "setting": setting, "seed": seed, "final_return": float(final_value(values, last_percent / 100))})
     return pd.DataFrame(rows)
 
 

@@ -25,8 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ConfigError, ReportError
-from ppo_jax.task import Task
-from ppo_jax.tasks import DEFAULT_TASK, get_task
+from ppo_jax.task_contract import Task
+from ppo_jax.task_registry import DEFAULT_TASK, get_task
 
 KEY_COLUMNS = ("seed", "update", "env_steps")
 

@@ -20,7 +20,7 @@ Modules, one idea each:
     token_loss.py    the per-token PPO loss, masked to response tokens
     config.py        RlhfConfig: static fields and float32 traced leaves; validation
     train.py         pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable; the engine
-    task.py          RLHF as a ``ppo_jax.task.Task``: metric names, score, shared pretraining
+    task.py          RLHF as a ``ppo_jax.task_contract.Task``: metric names, score, shared pretraining
 
 Run it with ``ppo-jax rlhf`` (``ppo_jax.cli.train``), sweep it with ``ppo-jax sweep``
 (``task: rlhf``), report it with ``ppo-jax report``: the same code as PPO.

@@ -1,6 +1,6 @@
 """RlhfConfig: every setting of a token-level PPO run on the copy task, as one frozen pytree, and its validation.
 
-As ``ppo_jax.config.PPOConfig`` (both build on ``ppo_jax.config_fields.ConfigBase``):
+As ``ppo_jax.rl.config.PPOConfig`` (both build on ``ppo_jax.config_fields.ConfigBase``):
 fields that set a shape or a Python branch are static (changing one compiles a new
 program); every numeric hyperparameter is a float32 leaf, so ``jax.vmap(train)``
 over stacked configs sweeps beta, clip_eps, ent_coef, lr, ... in one program.

@@ -8,7 +8,7 @@ and the same cell scores whole sequences with teacher forcing, so the log-probs
 of sampling and of training come from one code path (the PPO ratio starts at 1).
 
 Weights: orthogonal recurrent kernels and heads (Huang et al. 2022, detail 2),
-via the QR-free ``ppo_jax.networks.orthogonal``; the head gain is 0.01 for a
+via the QR-free ``ppo_jax.initializers.orthogonal``; the head gain is 0.01 for a
 fresh policy, 1.0 for values and scores.
 
 Shapes: tokens ``[B, T]`` int32, outputs ``[B, T, out_dim]``; a sequence is the
@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ppo_jax.networks import orthogonal
+from ppo_jax.initializers import orthogonal
 from ppo_jax.rlhf.copy_task import EOS, PAD
 
 

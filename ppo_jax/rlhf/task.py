@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 METRIC_NAMES = (
     "score",

@@ -7,8 +7,8 @@ minibatch (token-level mean). Prompt positions and padding after EOS enter
 through ``jnp.where`` on the mask, so they get exactly zero gradient (also when
 their values are inf or NaN).
 
-The per-token terms reuse ``ppo_jax.policy_objectives.clipped_surrogate_loss``,
-``ppo_jax.ppo_loss.value_loss`` and ``ppo_jax.distributions``.
+The per-token terms reuse ``ppo_jax.losses.clipped_surrogate_loss``,
+``ppo_jax.losses.value_loss`` and ``ppo_jax.distributions``.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.ppo_loss import value_loss
-from ppo_jax.policy_objectives import clipped_surrogate_loss
+from ppo_jax.losses import value_loss
+from ppo_jax.losses import clipped_surrogate_loss
 from ppo_jax.rlhf.models import SeqModel, run
 from ppo_jax.rlhf.sft import masked_mean, token_log_probs
 

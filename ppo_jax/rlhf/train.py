@@ -16,7 +16,7 @@ and the actor give per-token log-probs, the critic per-token values, the reward
 model a score per sequence; ``rewards.token_rewards`` and ``rewards.advantages``
 turn them into per-token advantages and value targets; then ``update_epochs``
 passes of shuffled minibatches of whole sequences minimise ``token_loss.ppo_loss``
-(``ppo_jax.minibatch_sgd``).
+(``ppo_jax.minibatch_epochs``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import distributions, threefry_cpu
-from ppo_jax.minibatch_sgd import minibatch_epochs
+from ppo_jax.minibatch_epochs import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig, validate
@@ -41,7 +41,7 @@ from ppo_jax.rlhf.sft import masked_mean, sft, token_log_probs
 from ppo_jax.rlhf.task import METRIC_NAMES
 from ppo_jax.rlhf.token_loss import SequenceBatch, ppo_loss
 from ppo_jax.schedules import scheduled
-from ppo_jax.update_loop import scan_updates
+from ppo_jax.scan_updates import scan_updates
 
 threefry_cpu.install()  # the same random bits, a faster program on the CPU
 

@@ -5,6 +5,6 @@
     provenance.py  metadata.json: versions, devices, host, command, git commit, task
     run_dir.py     the run directory of ``ppo-jax train`` / ``ppo-jax rlhf`` (any task)
 
-The sweep directory (``ppo_jax.sweep.resume``) and the report directory
+The sweep directory (``ppo_jax.sweep.sweep_dir``) and the report directory
 (``ppo_jax.report.build``) are written with ``atomic`` too.
 """

@@ -10,7 +10,7 @@ Layout::
                       (samples per run so far: env steps; RLHF: sequences), <the task's metric_names>
       evaluation.csv  (PPO, if evaluated) one row per seed x policy x episode: seed, policy
                       (stochastic | deterministic), episode, return, length — fresh
-                      episodes played by the final parameters (ppo_jax.evaluate)
+                      episodes played by the final parameters (ppo_jax.rl.evaluate)
       params.msgpack  flax.serialization msgpack (no pickle): the task's ``params_tree``
                       with a leading seed axis on per-run arrays, and "seeds" (int64)
                       (PPO: {"params", "obs_stats"}; RLHF: {"actor", "critic", "reference", "reward_model"})
@@ -18,7 +18,7 @@ Layout::
 Read it back with ``load_config``, ``pd.read_csv(DIR / "metrics.csv")`` and
 ``load_params``. PPO seed ``i``'s parameters are
 ``jax.tree.map(lambda x: x[i], p["params"])``, usable directly as
-``ppo_jax.networks.make_network(cfg).apply(params_i, obs)``.
+``ppo_jax.rl.networks.make_network(cfg).apply(params_i, obs)``.
 
 Written with ``ppo_jax.storage.atomic.write_directory``: complete or absent; an
 old run replaced with ``force`` is deleted only after the new one is in place.
@@ -62,7 +62,7 @@ def config_record(task, cfg, seeds) -> dict[str, Any]:
 
 def load_config(path):
     """(task, config, seeds) from a run directory or its config.json (no "task" key: a PPO run)."""
-    from ppo_jax.tasks import get_task
+    from ppo_jax.task_registry import get_task
 
     path = Path(path)
     if path.is_dir():
@@ -98,7 +98,7 @@ def metrics_frame(task, cfg, seeds, metrics: Mapping, first_update: int = 0):
 
 
 def evaluation_frame(seeds, evaluation):
-    """Tidy DataFrame of an ``ppo_jax.evaluate.Evaluation`` with a leading seed axis: seed, policy, episode, return, length."""
+    """Tidy DataFrame of an ``ppo_jax.rl.evaluate.Evaluation`` with a leading seed axis: seed, policy, episode, return, length."""
     import pandas as pd
 
     frames = []

@@ -12,12 +12,12 @@ Modules, in the order a sweep uses them:
     plan.py         groups (one program each), chunks, parts; pure Python
     program.py      the compiled, sharded vmap(task.train) of a group
     table.py        the tidy table and the summary
-    resume.py       the sweep directory: written chunk by chunk, resumable, shared by parts
-    runner.py       run, plan, dry_run
+    sweep_dir.py    the sweep directory: written chunk by chunk, resumable, shared by parts
+    runner.py       run, plan_sweep, dry_run
 """
 
-from ppo_jax.sweep.runner import Plan, dry_run, plan, run
+from ppo_jax.sweep.runner import SweepPlan, dry_run, plan_sweep, run
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import format_summary, summarize
 
-__all__ = ["run", "plan", "dry_run", "Plan", "load_spec", "SweepSpec", "summarize", "format_summary"]
+__all__ = ["run", "plan_sweep", "dry_run", "SweepPlan", "load_spec", "SweepSpec", "summarize", "format_summary"]

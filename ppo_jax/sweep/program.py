@@ -31,7 +31,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ppo_jax.errors import SpecError
 from ppo_jax.sweep.plan import balanced_chunk_size, format_bytes, round_up
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 from ppo_jax.vmap_runs import vmap_runs
 
 

@@ -35,7 +35,7 @@ from ppo_jax.errors import SpecError
 from ppo_jax.segments import checkpoint_interval
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
 from ppo_jax.storage.provenance import collect_metadata, now_iso
-from ppo_jax.sweep import resume as sweep_dir
+from ppo_jax.sweep import sweep_dir
 from ppo_jax.sweep.plan import Chunk, Group, format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, part_slice, round_up
 from ppo_jax.sweep.program import (
     Program, Shared, compile_program, default_memory_budget, device_mesh, fit_program, prepare_shared_once, run_program,
@@ -46,7 +46,7 @@ from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
 
 
 
-class Plan(NamedTuple):
+class SweepPlan(NamedTuple):
     """What a sweep runs: its groups (one program each), chunk size per group, and chunks."""
 
     spec: SweepSpec
@@ -115,7 +115,7 @@ def _from_process_0(values) -> np.ndarray:
     return np.asarray(multihost_utils.broadcast_one_to_all(values))
 
 
-def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say) -> Plan:
+def plan_sweep(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say) -> SweepPlan:
     """Group, size and chunk a sweep (compiling one program per group to read its memory estimate).
 
     Chunk sizes: from ``stored`` (a directory's plan.json) if given; else
@@ -143,7 +143,7 @@ def plan(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dic
             log(f"group {g.index} ({_describe(g, spec)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
                 f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s")  # fmt: skip
     sizes = [int(s) for s in _from_process_0(sizes)]
-    return Plan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
+    return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
 
 
 def shared_mode(spec: SweepSpec) -> Shared:
@@ -153,17 +153,17 @@ def shared_mode(spec: SweepSpec) -> Shared:
     return Shared("per_setting" if spec.pretrain_per_setting else "once", spec.pretrain_seed)
 
 
-def _metadata(the_plan: Plan, command: list[str]) -> dict:
-    spec = the_plan.spec
+def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
+    spec = sweep_plan.spec
     return {
         **collect_metadata(command, spec.task.name),
         "status": "running",
         "sweep": {
             "name": spec.name, "envs": list(spec.envs), "axes": list(spec.axes), "num_settings": spec.num_combos,
             "num_seeds": len(spec.seeds), "num_pairs": len(spec.settings) * len(spec.seeds),
-            "num_programs": len(the_plan.groups), "num_chunks": len(the_plan.chunks),
-            "chunk_sizes": the_plan.chunk_sizes, "num_devices": the_plan.num_devices, "num_hosts": jax.process_count(),
-            "memory_budget_bytes": the_plan.budget, "log_every": spec.log_every,
+            "num_programs": len(sweep_plan.groups), "num_chunks": len(sweep_plan.chunks),
+            "chunk_sizes": sweep_plan.chunk_sizes, "num_devices": sweep_plan.num_devices, "num_hosts": jax.process_count(),
+            "memory_budget_bytes": sweep_plan.budget, "log_every": spec.log_every,
             "pretrain": spec.canonical.get("pretrain"),
         },
     }  # fmt: skip
@@ -185,9 +185,9 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
             sweep_dir.check_out(out, spec, resume=False, force=False, joining=False)
             state = f"{out}: a new sweep directory"
     with compilation_cache(cache_dir):
-        the_plan = plan(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
+        sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         mesh = device_mesh()
-        programs = [_program(the_plan, g, mesh, log) for g in the_plan.groups]
+        programs = [_program(sweep_plan, g, mesh, log) for g in sweep_plan.groups]
     runs = len(spec.settings) * len(spec.seeds)
     task = spec.task
     steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
@@ -196,11 +196,11 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         f"sweep {spec.name} (task {task.name}): {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x "
         f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
         f"axes: {', '.join(spec.axes) or '(none)'}; log every {spec.log_every} update(s)",
-        f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(the_plan.budget)} per device",
-        f"{len(the_plan.groups)} program(s), {len(the_plan.chunks)} chunk(s):",
+        f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(sweep_plan.budget)} per device",
+        f"{len(sweep_plan.groups)} program(s), {len(sweep_plan.chunks)} chunk(s):",
     ]
-    for g, size, program in zip(the_plan.groups, the_plan.chunk_sizes, programs):
-        count = sum(c.group == g.index for c in the_plan.chunks)
+    for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs):
+        count = sum(c.group == g.index for c in sweep_plan.chunks)
         lines.append(
             f"  group {g.index}: {_describe(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
             f"~{format_bytes(program.memory)} per device"
@@ -217,46 +217,46 @@ def _describe(group: Group, spec: SweepSpec) -> str:
     return ", ".join(f"{k}={v}" for k, v in {"env": spec.task.env_of(group.cfg), **group.static}.items())
 
 
-def _program(the_plan: Plan, group: Group, mesh, log: Callable) -> Program:
-    size = round_up(the_plan.chunk_sizes[group.index], mesh.size)  # a plan made on fewer devices: pad further
-    program = the_plan.programs.get(group.index)
+def _program(sweep_plan: SweepPlan, group: Group, mesh, log: Callable) -> Program:
+    size = round_up(sweep_plan.chunk_sizes[group.index], mesh.size)  # a plan made on fewer devices: pad further
+    program = sweep_plan.programs.get(group.index)
     if program is None or program.size != size:
-        spec = the_plan.spec
+        spec = sweep_plan.spec
         program = compile_program(spec.task, group.cfg, size, mesh, spec.log_every, shared_mode(spec))
-        the_plan.programs[group.index] = program
-        log(f"group {group.index} ({_describe(group, the_plan.spec)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
+        sweep_plan.programs[group.index] = program
+        log(f"group {group.index} ({_describe(group, sweep_plan.spec)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
             f"~{format_bytes(program.memory)}/device")  # fmt: skip
-        if program.memory > the_plan.budget:
-            log(f"warning: that is over the memory budget of {format_bytes(the_plan.budget)}; use a smaller --chunk-size")
+        if program.memory > sweep_plan.budget:
+            log(f"warning: that is over the memory budget of {format_bytes(sweep_plan.budget)}; use a smaller --chunk-size")
     return program
 
 
-def _shared(the_plan: Plan, group: Group, log: Callable, shared: dict) -> tuple[object, float]:
+def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) -> tuple[object, float]:
     """What the group's pairs share (computed on first use, then kept in ``shared``), and the seconds it took now."""
     if group.index in shared:
         return shared[group.index], 0.0
-    how = shared_mode(the_plan.spec)
+    how = shared_mode(sweep_plan.spec)
     start = time.perf_counter()
-    shared[group.index] = prepare_shared_once(the_plan.spec.task, group.cfg, how)
+    shared[group.index] = prepare_shared_once(sweep_plan.spec.task, group.cfg, how)
     seconds = time.perf_counter() - start
     if how.mode == "once":
         log(f"group {group.index}: shared pretraining (seed {how.seed}) in {seconds:.1f} s")
     return shared[group.index], seconds
 
 
-def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict,
+def _run_chunk(sweep_plan: SweepPlan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict,
                checkpointing: tuple[str, Path] | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
     """Run one chunk; its info charges a program's compile time (and shared pretraining) to the first chunk that uses it.
 
     ``checkpointing = (checkpoint_every, directory)``: run it in segments, checkpointed
     into ``directory`` (``ppo_jax.sweep.segmented``; its programs compile on first use, inside run_seconds).
     """
-    task, group = the_plan.spec.task, the_plan.groups[chunk.group]
-    shared_values, pretrain_seconds = _shared(the_plan, group, log, shared)
-    cfgs, seeds = [the_plan.spec.settings[i].cfg for i, _ in chunk.pairs], [seed for _, seed in chunk.pairs]
+    task, group = sweep_plan.spec.task, sweep_plan.groups[chunk.group]
+    shared_values, pretrain_seconds = _shared(sweep_plan, group, log, shared)
+    cfgs, seeds = [sweep_plan.spec.settings[i].cfg for i, _ in chunk.pairs], [seed for _, seed in chunk.pairs]
     start = time.perf_counter()
     if checkpointing is None:
-        program = _program(the_plan, group, mesh, log)
+        program = _program(sweep_plan, group, mesh, log)
         compile_seconds = 0.0 if id(program) in charged else program.compile_seconds
         charged.add(id(program))
         size, memory = program.size, program.memory
@@ -264,11 +264,11 @@ def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, 
         metrics = run_program(program, task, cfgs, seeds, mesh, shared_values)
     else:
         every, directory = checkpointing
-        size = round_up(the_plan.chunk_sizes[group.index], mesh.size)
-        compile_seconds, memory = 0.0, the_plan.programs[group.index].memory if group.index in the_plan.programs else None
+        size = round_up(sweep_plan.chunk_sizes[group.index], mesh.size)
+        compile_seconds, memory = 0.0, sweep_plan.programs[group.index].memory if group.index in sweep_plan.programs else None
         interval = checkpoint_interval(every, task.num_updates(group.cfg))
-        metrics = run_chunk_in_segments(task, cfgs, seeds, size, mesh, shared_values, shared_mode(the_plan.spec),
-                                        log_every=the_plan.spec.log_every, interval=interval, directory=directory)  # fmt: skip
+        metrics = run_chunk_in_segments(task, cfgs, seeds, size, mesh, shared_values, shared_mode(sweep_plan.spec),
+                                        log_every=sweep_plan.spec.log_every, interval=interval, directory=directory)  # fmt: skip
     run_seconds = time.perf_counter() - start
     env_steps = sum(task.num_updates(c) * task.steps_per_update(c) for c in cfgs)
     info = {
@@ -278,7 +278,7 @@ def _run_chunk(the_plan: Plan, chunk: Chunk, mesh, log: Callable, charged: set, 
         "memory_bytes": memory, "segmented": checkpointing is not None,
         "devices": mesh.size, "host": socket.gethostname(), "finished": now_iso(),
     }  # fmt: skip
-    return chunk_frame(the_plan.spec, chunk, metrics), info
+    return chunk_frame(sweep_plan.spec, chunk, metrics), info
 
 
 def run(
@@ -299,7 +299,7 @@ def run(
 
     Args:
       spec: a YAML path, a dict (see ``ppo_jax.sweep.spec``) or a SweepSpec.
-      out: sweep directory (see ``ppo_jax.sweep.resume``); None runs in memory.
+      out: sweep directory (see ``ppo_jax.sweep.sweep_dir``); None runs in memory.
       resume: continue the sweep in ``out``, running only the chunks without a file.
       force: replace an existing sweep (or run) directory, deleted once this sweep completes.
       chunk_size: pairs per chunk (rounded up to a multiple of the device count),
@@ -339,15 +339,15 @@ def run(
         elif resume:
             log(f"nothing to resume in {out}: starting the sweep")
     with compilation_cache(cache_dir):
-        the_plan = plan(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
+        sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         if out is not None and stored is None and lead:
-            metadata = _metadata(the_plan, command or [sys.executable, *sys.argv])
-            in_effect = sweep_dir.create(out, spec, the_plan.to_dict(), metadata, force=force)  # maybe another part's
-            the_plan = the_plan._replace(chunk_sizes=in_effect["chunk_sizes"])
-        return _execute(the_plan, out, part, progress, log, checkpoint_every)
+            metadata = _metadata(sweep_plan, command or [sys.executable, *sys.argv])
+            in_effect = sweep_dir.create(out, spec, sweep_plan.to_dict(), metadata, force=force)  # maybe another part's
+            sweep_plan = sweep_plan._replace(chunk_sizes=in_effect["chunk_sizes"])
+        return _execute(sweep_plan, out, part, progress, log, checkpoint_every)
 
 
-def release_programs(the_plan: Plan, group: int) -> None:
+def release_programs(sweep_plan: SweepPlan, group: int) -> None:
     """Free a group's compiled programs once its last chunk has run.
 
     Each program holds its machine code in memory; a sweep of many groups of large programs (Brax
@@ -356,15 +356,15 @@ def release_programs(the_plan: Plan, group: int) -> None:
     """
     from ppo_jax.sweep import segmented
 
-    the_plan.programs.pop(group, None)
+    sweep_plan.programs.pop(group, None)
     segmented.programs_cache_clear()  # the segmented path's (--checkpoint-every) jitted functions
     jax.clear_caches()  # and every jit's compiled executables
 
 
-def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None) -> pd.DataFrame:
-    sizes = [int(s) for s in _from_process_0(the_plan.chunk_sizes)]
-    the_plan = the_plan._replace(chunk_sizes=sizes, chunks=make_chunks(the_plan.groups, sizes))
-    mine = [the_plan.chunks[i] for i in part_slice(len(the_plan.chunks), part)]
+def _execute(sweep_plan: SweepPlan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None) -> pd.DataFrame:
+    sizes = [int(s) for s in _from_process_0(sweep_plan.chunk_sizes)]
+    sweep_plan = sweep_plan._replace(chunk_sizes=sizes, chunks=make_chunks(sweep_plan.groups, sizes))
+    mine = [sweep_plan.chunks[i] for i in part_slice(len(sweep_plan.chunks), part)]
     done = sweep_dir.done_chunks(out) if out is not None and jax.process_index() == 0 else set()
     pending_mask = _from_process_0([c.chunk_id not in done for c in mine])
     pending = [c for c, todo in zip(mine, pending_mask) if todo]
@@ -376,7 +376,7 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
     with tqdm(total=len(pending), unit="chunk", disable=not progress, dynamic_ncols=True) as bar:
         for chunk in pending:
             checkpointing = None if checkpoint_every is None else (checkpoint_every, out / CHECKPOINT_DIR / chunk.chunk_id)
-            frame, info = _run_chunk(the_plan, chunk, mesh, log, charged, shared, checkpointing)
+            frame, info = _run_chunk(sweep_plan, chunk, mesh, log, charged, shared, checkpointing)
             if out is not None and jax.process_index() == 0:
                 sweep_dir.write_chunk(out, chunk.chunk_id, frame, info)
                 if checkpointing is not None:
@@ -388,19 +388,19 @@ def _execute(the_plan: Plan, out: Path | None, part, progress: bool, log: Callab
                 frames[chunk.chunk_id] = frame
             log(sweep_dir.log_line(info))
             if not any(later.group == chunk.group for later in pending[pending.index(chunk) + 1 :]):
-                release_programs(the_plan, chunk.group)
+                release_programs(sweep_plan, chunk.group)
             bar.set_postfix_str(f"{info['env_steps_per_second']:,.0f} {info['unit']}/s", refresh=False)
             bar.update()
     if out is None:
-        return sort_table(the_plan.spec, pd.concat(frames.values(), ignore_index=True))
+        return sort_table(sweep_plan.spec, pd.concat(frames.values(), ignore_index=True))
     if jax.process_index() != 0:
         return pd.DataFrame()
     done = sweep_dir.done_chunks(out)
-    ids = [c.chunk_id for c in the_plan.chunks if c.chunk_id in done]
-    table = sort_table(the_plan.spec, sweep_dir.read_chunks(out, ids))
-    if len(ids) == len(the_plan.chunks):
+    ids = [c.chunk_id for c in sweep_plan.chunks if c.chunk_id in done]
+    table = sort_table(sweep_plan.spec, sweep_dir.read_chunks(out, ids))
+    if len(ids) == len(sweep_plan.chunks):
         if not (out / sweep_dir.TABLE_FILE).exists() or pending:
-            sweep_dir.finish(out, table, summarize(the_plan.spec, table), sweep_dir.final_metadata(out, ids))
+            sweep_dir.finish(out, table, summarize(sweep_plan.spec, table), sweep_dir.final_metadata(out, ids))
     else:
-        log(f"{len(ids)} of {len(the_plan.chunks)} chunks done in {out}; the table is merged when all are")
+        log(f"{len(ids)} of {len(sweep_plan.chunks)} chunks done in {out}; the table is merged when all are")
     return table

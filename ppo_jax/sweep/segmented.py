@@ -24,8 +24,8 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep.program import Shared, log_updates, stack_pairs, window_metrics
-from ppo_jax.task import Task
-from ppo_jax.update_loop import scan_updates
+from ppo_jax.task_contract import Task
+from ppo_jax.scan_updates import scan_updates
 from ppo_jax.vmap_runs import vmap_runs
 
 

@@ -29,7 +29,7 @@ Random axis ``f`` draws its ``num_samples`` values from
 not change the samples of the others.
 
 A spec trains one task (``task: ppo``, the default, or ``task: rlhf``; see
-``ppo_jax.tasks``); ``base:`` and the axes take that task's config fields. Every
+``ppo_jax.task_registry``); ``base:`` and the axes take that task's config fields. Every
 field may be an axis, except ``env`` (list environments under ``envs:``, which
 only tasks with an environment field take; give env-specific fields under
 ``env_base:``). Traced leaves (lr, clip_eps, ...) vary inside one compiled
@@ -68,8 +68,8 @@ from ppo_jax.sweep.spec_axes import (
 )  # fmt: skip
 from ppo_jax.sweep.spec_values import column_value, short_float
 from ppo_jax.sweep.spec_yaml import Locator, parse_yaml
-from ppo_jax.task import Task
-from ppo_jax.tasks import DEFAULT_TASK, get_task
+from ppo_jax.task_contract import Task
+from ppo_jax.task_registry import DEFAULT_TASK, get_task
 
 TOP_KEYS = ("name", "description", "task", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "pretrain", "log_every")
 PRETRAIN_KEYS = ("seed", "per_setting")

@@ -17,7 +17,7 @@ from ppo_jax.config_fields import field_names
 from ppo_jax.errors import ConfigError, close_matches
 from ppo_jax.sweep.spec_values import as_number, coerce, field_kind, short_float
 from ppo_jax.sweep.spec_yaml import Locator
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 RANDOM_KEYS = ("num_samples", "seed", "axes")
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")

@@ -23,12 +23,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import bootstrap_ci, final_return
+from ppo_jax.final_values import bootstrap_ci, final_value
 from ppo_jax.sweep.plan import Chunk
 from ppo_jax.sweep.program import log_updates
 from ppo_jax.sweep.spec import SweepSpec
 from ppo_jax.sweep.spec_values import column_value, field_kind
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 KEY_COLUMNS = ("env", "setting_id", "seed", "update", "env_steps")
 _DTYPES = {"float": "float64", "int": "int64", "bool": "bool", "str": "object", "sizes": "object"}
@@ -86,7 +86,7 @@ def summarize(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
     """Final values per env x setting: the swept values, seeds, and per reported metric its mean and 95% CI over seeds.
 
     A run's final value of metric m = its mean over the last ``task.final_fraction``
-    of the run's logged rows (``ppo_jax.final_values.final_return``); columns
+    of the run's logged rows (``ppo_jax.final_values.final_value``); columns
     ``final_m``, ``final_m_ci95_low``, ``final_m_ci95_high`` for every m in
     ``task.reported`` (the CI: ``ppo_jax.final_values.bootstrap_ci``).
     """
@@ -95,7 +95,7 @@ def summarize(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
         first = runs.iloc[0]
         row = {"env": env, "setting_id": setting_id, **{a: first[a] for a in spec.axes}, "seeds": runs["seed"].nunique()}
         for name in task.reported:
-            per_seed = [final_return(run[name].to_numpy(), task.final_fraction) for _, run in runs.groupby("seed", sort=False)]
+            per_seed = [final_value(run[name].to_numpy(), task.final_fraction) for _, run in runs.groupby("seed", sort=False)]
             row[f"final_{name}"], row[f"final_{name}_ci95_low"], row[f"final_{name}_ci95_high"] = bootstrap_ci(per_seed)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.ppo_task import METRIC_NAMES
+from ppo_jax.rl.task import METRIC_NAMES
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
 
 LONG = ["--total-timesteps", "64000", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1",

@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.config import PPOConfig
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.config_fields import field_names
-from ppo_jax.final_values import bootstrap_ci, final_return
-from ppo_jax.ppo_task import METRIC_NAMES, PPO
+from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.rl.task import METRIC_NAMES, PPO
 from ppo_jax.storage.run_dir import load_config, load_params
 from tests.helpers import snapshot
 
@@ -100,7 +100,7 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert (metrics["env_steps"] == (metrics["update"] + 1) * TINY_BATCH).all()
     assert metrics["loss"].notna().all() and metrics["learning_rate"].iloc[0] == pytest.approx(2.5e-4)
     per_seed = metrics.pivot(index="seed", columns="update", values="episode_return").to_numpy()
-    np.testing.assert_allclose(final_return(per_seed), final["episode_return"]["per_seed"])
+    np.testing.assert_allclose(final_value(per_seed, 0.05), final["episode_return"]["per_seed"])
     # 8 updates: the final value is the last update's return; mean and CI over the 2 seeds
     np.testing.assert_allclose(final["episode_return"]["per_seed"], per_seed[:, -1])
     mean, low, high = bootstrap_ci(final["episode_return"]["per_seed"])
@@ -247,7 +247,7 @@ def test_progress_is_a_cli_flag_on_by_default_not_a_config_field():
 
 
 def test_a_brax_task_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
-    from ppo_jax import brax_envs
+    from ppo_jax.rl import brax_envs
     from ppo_jax.cli import main
 
     monkeypatch.setattr(brax_envs, "available", lambda: False)

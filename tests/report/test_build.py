@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.config import PPOConfig
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.report import ReportError, make_report
 from ppo_jax.report import intervals
 from ppo_jax.report.scores import REFERENCE_SCORES
-from ppo_jax.sweep.resume import spec_record
+from ppo_jax.sweep.sweep_dir import spec_record
 from ppo_jax.sweep.spec import load_spec
 
 UPDATES = 20

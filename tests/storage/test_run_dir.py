@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.config import PPOConfig
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.errors import ConfigError
-from ppo_jax.normalization import RunningMeanStd
-from ppo_jax.ppo_task import METRIC_NAMES, PPO
+from ppo_jax.rl.normalization import RunningMeanStd
+from ppo_jax.rl.task import METRIC_NAMES, PPO
 from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.rlhf.task import METRIC_NAMES as RLHF_METRIC_NAMES
 from ppo_jax.rlhf.task import RLHF

@@ -22,7 +22,7 @@ import pytest
 from ppo_jax import sweep
 from ppo_jax.config_fields import short_float
 from ppo_jax.errors import ConfigError, SpecError
-from ppo_jax.tasks import TASKS
+from ppo_jax.task_registry import TASKS
 
 # Tiny runs with a large learning rate and two epochs, so that clipping and the other thresholds bite.
 TINY = {

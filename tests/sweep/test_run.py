@@ -26,8 +26,8 @@ import pytest
 
 from ppo_jax import sweep
 from ppo_jax.cli import main
-from ppo_jax.final_values import bootstrap_ci, final_return
-from ppo_jax.ppo_task import EVAL_NAMES, PPO
+from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.rl.task import EVAL_NAMES, PPO
 from ppo_jax.sweep.program import window_metrics
 from ppo_jax.sweep.table import metric_columns
 from tests.helpers import ROOT
@@ -100,7 +100,7 @@ def test_directory_and_table_layout(tiny):
     for row in summary.itertuples():  # final value of a run: mean over its last 5% of updates (8 -> the last one)
         runs = table[table.setting_id == row.setting_id]
         finals = [runs[runs.seed == s].episode_return.to_numpy()[-1] for s in (0, 7)]
-        assert [final_return(runs[runs.seed == s].episode_return.to_numpy()) for s in (0, 7)] == pytest.approx(finals)
+        assert [final_value(runs[runs.seed == s].episode_return.to_numpy(), 0.05) for s in (0, 7)] == pytest.approx(finals)
         mean, low, high = bootstrap_ci(finals)
         assert row.final_episode_return == pytest.approx(np.mean(finals)) == pytest.approx(mean)
         assert (row.final_episode_return_ci95_low, row.final_episode_return_ci95_high) == pytest.approx((low, high))

@@ -15,7 +15,7 @@ import pytest
 
 from ppo_jax import PPOConfig, SpecError, brax_envs
 from ppo_jax.cli import main
-from ppo_jax.ppo_task import PPO
+from ppo_jax.rl.task import PPO
 from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
 from ppo_jax.rlhf.task import RLHF
 from ppo_jax.sweep.plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
@@ -285,7 +285,7 @@ def test_example_specs_load():
 
 def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():
     pytest.importorskip("brax", reason='Brax tasks need the optional extra: pip install -e ".[brax]"')
-    from ppo_jax.presets import apply_preset
+    from ppo_jax.rl.presets import apply_preset
 
     paper = load_spec(ROOT / "experiments" / "objectives_brax.yaml")
     assert len(paper.envs) == 7 and len(paper.settings) == 7 * 13 and paper.seeds == (0, 1, 2)

@@ -6,7 +6,7 @@ import pytest
 
 from ppo_jax import ConfigError, PPOConfig, validate
 from ppo_jax.config_fields import field_names, static_fields, traced_fields
-from ppo_jax.train import train
+from ppo_jax.rl.train import train
 
 TRACED_FIELDS = traced_fields(PPOConfig)
 

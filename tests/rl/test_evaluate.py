@@ -1,4 +1,4 @@
-"""Evaluation of final parameters (``ppo_jax.evaluate``) against episodes played by hand in a Python loop."""
+"""Evaluation of final parameters (``ppo_jax.rl.evaluate``) against episodes played by hand in a Python loop."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_jax.config import PPOConfig
-from ppo_jax.envs import make_env
-from ppo_jax.evaluate import evaluate, play_episodes, random_policy, random_policy_returns
-from ppo_jax.networks import make_network
-from ppo_jax.normalization import RunningMeanStd, init_stats
+from ppo_jax.rl.config import PPOConfig
+from ppo_jax.rl.envs import make_env
+from ppo_jax.rl.evaluate import evaluate, play_episodes, random_policy, random_policy_returns
+from ppo_jax.rl.networks import make_network
+from ppo_jax.rl.normalization import RunningMeanStd, init_stats
 
 
 def init_params(cfg: PPOConfig, seed: int = 0):

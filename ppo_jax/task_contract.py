@@ -1,7 +1,7 @@
 """``Task``: what a sweep, a run directory and a report need from one kind of training.
 
-PPO on an environment is one task (``ppo_jax.ppo_task.PPO``), token-level RLHF on
-the copy task another (``ppo_jax.rlhf.task.RLHF``); ``ppo_jax.tasks`` lists them.
+PPO on an environment is one task (``ppo_jax.rl.task.PPO``), token-level RLHF on
+the copy task another (``ppo_jax.rlhf.task.RLHF``); ``ppo_jax.task_registry`` lists them.
 A task is a small record:
 
 * its config class (a ``ppo_jax.config_fields.ConfigBase`` dataclass: which

@@ -1,4 +1,5 @@
-"""The family of policy objectives PPO is compared with, as per-sample losses (negated objectives).
+"""Per-sample losses every task shares: the family of policy objectives PPO is compared with
+(negated objectives) and the (clipped) value loss.
 
 With ``r = exp(log_prob - old_log_prob)`` and advantage ``A``:
 
@@ -69,3 +70,20 @@ def policy_loss(
         clipped = -clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
         return -jnp.where(advantage < 0, jnp.maximum(clipped, dual_clip_c * advantage), clipped)
     raise ValueError(f"unknown objective {objective!r}")
+
+
+def value_loss(
+    value: jax.Array,
+    old_value: jax.Array,
+    target: jax.Array,
+    *,
+    vf_clip_eps: jax.typing.ArrayLike,
+    clip: bool,
+) -> jax.Array:
+    """Per-sample ``0.5 (V - target)^2``; with ``clip``, the max with the loss of
+    ``old_value + clip(V - old_value, -eps, eps)`` (Huang et al. 2022, detail 9)."""
+    loss = 0.5 * (value - target) ** 2
+    if not clip:
+        return loss
+    clipped_value = old_value + jnp.clip(value - old_value, -vf_clip_eps, vf_clip_eps)
+    return jnp.maximum(loss, 0.5 * (clipped_value - target) ** 2)

@@ -9,8 +9,8 @@ import gymnax
 import numpy as np
 from gymnax.environments import spaces
 
-from ppo_jax import brax_envs
-from ppo_jax.probe_envs import PROBE_ENVS
+from ppo_jax.rl import brax_envs
+from ppo_jax.rl.probe_envs import PROBE_ENVS
 
 
 class EnvSpec(NamedTuple):

@@ -24,11 +24,11 @@ import numpy as np
 from jax import lax
 
 from ppo_jax import distributions
-from ppo_jax.config import PPOConfig
-from ppo_jax.envs import EnvSpec, env_spec, make_env
-from ppo_jax.networks import make_network
-from ppo_jax.normalization import RunningMeanStd
-from ppo_jax.rollout import flatten_obs, observe
+from ppo_jax.rl.config import PPOConfig
+from ppo_jax.rl.envs import EnvSpec, env_spec, make_env
+from ppo_jax.rl.networks import make_network
+from ppo_jax.rl.normalization import RunningMeanStd
+from ppo_jax.rl.rollout import flatten_obs, observe
 
 EVAL_EPISODES = 16  # default number of evaluation episodes per run and policy
 
@@ -51,7 +51,7 @@ def play_episodes(spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes:
     """One episode in each of ``num_episodes`` fresh envs, to termination or the time limit; jittable.
 
     Args:
-      spec: the environment (``ppo_jax.envs.make_env``).
+      spec: the environment (``ppo_jax.rl.envs.make_env``).
       policy: ``policy(obs [num_episodes, obs_dim], key) -> actions`` (int32 ``[num_episodes]``, or
         float ``[num_episodes, A]``, clipped here to the action bounds).
       key: reset keys and the policy's and the env's randomness.

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from ppo_jax.brax_envs import PREFIX, is_brax
-from ppo_jax.config import PPOConfig
+from ppo_jax.rl.brax_envs import PREFIX, is_brax
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.errors import ConfigError
 
 PRESETS = ("mujoco", "brax")
@@ -108,8 +108,8 @@ def preset_values(name: str, env: str) -> dict:
     """The fields preset ``name`` sets for environment ``env``; ConfigError if it does not fit the env."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
-    from ppo_jax.config import known_env_names
-    from ppo_jax.envs import make_env  # gymnax: imported on first use (see ppo_jax.task)
+    from ppo_jax.rl.config import known_env_names
+    from ppo_jax.rl.envs import make_env  # gymnax: imported on first use (see ppo_jax.task_contract)
 
     if env not in known_env_names():
         raise ConfigError(f"unknown environment {env!r}. Run `ppo-jax envs` to list all environment ids.")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ppo_jax.errors import ConfigError, close_matches
-from ppo_jax.ppo_task import PPO
+from ppo_jax.rl.task import PPO
 from ppo_jax.rlhf.task import RLHF
-from ppo_jax.task import Task
+from ppo_jax.task_contract import Task
 
 TASKS: dict[str, Task] = {PPO.name: PPO, RLHF.name: RLHF}
 DEFAULT_TASK = PPO.name

@@ -14,14 +14,7 @@ kernel, heads included, uniform with variance 1/fan_in).
 A Gaussian policy's std (``policy_std``) is a state-independent parameter
 (the PPO paper, sec. 6.1) or an output of the actor, ``softplus(x) + 0.001``
 (Brax PPO's ``NormalTanhDistribution``).
-
-The orthogonal matrices come from Gram-Schmidt on a Gaussian matrix, written in
-plain jnp ops, rather than from LAPACK's QR: it draws from the same (Haar)
-distribution as ``flax.linen.initializers.orthogonal`` but puts no QR custom
-call in the program. Under ``vmap`` over seeds a QR becomes a batched LAPACK
-call, and with jaxlib 0.10.2 on a 2-core CPU programs holding two such calls
-were seen to hang; the usual cure, ``--xla_cpu_enable_concurrency_optimized_scheduler=false``,
-costs about 35% of training throughput here, so we avoid the call instead.
+The orthogonal init is ``ppo_jax.initializers.orthogonal`` (QR-free).
 """
 
 from __future__ import annotations
@@ -32,43 +25,12 @@ from collections.abc import Sequence
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from ppo_jax.distributions import PolicyDist, TanhGaussian
+from ppo_jax.initializers import orthogonal
 
 ACTIVATIONS = {"tanh": jnp.tanh, "relu": jax.nn.relu, "gelu": jax.nn.gelu, "silu": jax.nn.silu}
 MIN_STD = 1e-3  # Brax PPO's min_std under a state-dependent std
-
-
-def gram_schmidt(a: jax.Array) -> jax.Array:
-    """Orthonormalize the columns of ``a [n, m]`` (n >= m) in order.
-
-    Classical Gram-Schmidt with one re-orthogonalization pass (CGS2), which is
-    as accurate as Householder QR in float32 for full-rank matrices. The result
-    equals Q of ``a = QR`` with R's diagonal made positive.
-    """
-    m = a.shape[1]
-
-    def column(j, q):
-        earlier = (jnp.arange(m) < j).astype(a.dtype)  # columns < j are done
-        v = q[:, j]
-        for _ in range(2):
-            v = v - q @ ((q.T @ v) * earlier)
-        return q.at[:, j].set(v / jnp.linalg.norm(v))
-
-    return lax.fori_loop(0, m, column, a)
-
-
-def orthogonal(scale: float = 1.0):
-    """Orthogonal initializer for a 2-D kernel ``[in, out]`` (Saxe et al. 2014), QR-free."""
-
-    def init(key, shape, dtype=jnp.float32):
-        rows, cols = shape
-        tall = jax.random.normal(key, (max(rows, cols), min(rows, cols)), dtype)
-        q = gram_schmidt(tall)
-        return scale * (q if rows >= cols else q.T)
-
-    return init
 
 
 def kernel_initializer(kind: str, orthogonal_gain: float):
@@ -135,7 +97,7 @@ class ActorCritic(nn.Module):
 
 def make_network(cfg) -> ActorCritic:
     """The ActorCritic of a PPOConfig: its env's action space, cfg's widths, activation and torso."""
-    from ppo_jax.envs import env_spec  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task)
+    from ppo_jax.rl.envs import env_spec  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
 
     spec = env_spec(cfg)
     return ActorCritic(

@@ -1,6 +1,6 @@
 """The loop over updates inside a training program, shared by every engine: ``scan_updates``.
 
-An engine is three pure functions (``ppo_jax.task``): ``init(cfg, key, shared)``
+An engine is three pure functions (``ppo_jax.task_contract``): ``init(cfg, key, shared)``
 -> carry, ``step(cfg, carry, update_idx, shared)`` -> (carry, metrics) and
 ``finish(cfg, carry, metrics)`` -> output. A whole run is ::
 

@@ -13,26 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.policy_objectives import clipped_surrogate_loss, policy_loss
-
-__all__ = ["clipped_surrogate_loss", "value_loss", "explained_variance", "ppo_loss", "Minibatch", "LossCoefficients"]
-
-
-def value_loss(
-    value: jax.Array,
-    old_value: jax.Array,
-    target: jax.Array,
-    *,
-    vf_clip_eps: jax.typing.ArrayLike,
-    clip: bool,
-) -> jax.Array:
-    """Per-sample ``0.5 (V - target)^2``; with ``clip``, the max with the loss of
-    ``old_value + clip(V - old_value, -eps, eps)`` (Huang et al. 2022, detail 9)."""
-    loss = 0.5 * (value - target) ** 2
-    if not clip:
-        return loss
-    clipped_value = old_value + jnp.clip(value - old_value, -vf_clip_eps, vf_clip_eps)
-    return jnp.maximum(loss, 0.5 * (clipped_value - target) ** 2)
+from ppo_jax.losses import policy_loss, value_loss
 
 
 class Minibatch(NamedTuple):
@@ -48,7 +29,7 @@ class Minibatch(NamedTuple):
 
 
 class LossCoefficients(NamedTuple):
-    """Coefficients that may change during a run (schedules, adaptation), scalars."""
+    """The coefficients in effect in the loss, which may change during a run (schedules, adaptation), scalars."""
 
     clip_eps: jax.Array
     ent_coef: jax.Array

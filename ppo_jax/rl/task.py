@@ -1,9 +1,9 @@
-"""PPO on an environment as a ``Task``: its metric names, its score, its engine (``ppo_jax.train``)."""
+"""PPO on an environment as a ``Task``: its metric names, its score, its engine (``ppo_jax.rl.train``)."""
 
 from __future__ import annotations
 
-from ppo_jax.config import PPOConfig
-from ppo_jax.task import Task
+from ppo_jax.rl.config import PPOConfig
+from ppo_jax.task_contract import Task
 
 METRIC_NAMES = (
     "episode_return",
@@ -24,13 +24,13 @@ METRIC_NAMES = (
     "ent_coef",
     "kl_beta",
 )
-"""Per-update metrics of ``ppo_jax.train.train`` (each ``[num_updates]``): episodic return and length (mean over
+"""Per-update metrics of ``ppo_jax.rl.train.train`` (each ``[num_updates]``): episodic return and length (mean over
 envs of each env's last finished episode; NaN until one has ended), episodes finished during the rollout, the loss
 terms averaged over the update's minibatch steps, the exact KL(pi_old || pi_new) after the update, the share of
 minibatch steps taken, and the coefficients in effect (learning rate, clip_eps, ent_coef, kl_beta)."""
 
 EVAL_NAMES = ("eval_return_stochastic", "eval_return_deterministic")
-"""Per run: mean return of the final parameters over fresh episodes (``ppo_jax.evaluate``), each policy."""
+"""Per run: mean return of the final parameters over fresh episodes (``ppo_jax.rl.evaluate``), each policy."""
 
 PPO = Task(
     name="ppo",
@@ -38,7 +38,7 @@ PPO = Task(
     metric_names=METRIC_NAMES,
     score="episode_return",
     final_fraction=0.05,
-    engine="ppo_jax.train",
+    engine="ppo_jax.rl.train",
     score_label="episodic return",
     eval_names=EVAL_NAMES,
     summed_metrics=("episodes",),

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ppo_jax.normalization import init_reward_scaler, init_stats, normalize, scale_reward, update_stats
+from ppo_jax.rl.normalization import init_reward_scaler, init_stats, normalize, scale_reward, update_stats
 
 
 def test_running_mean_var_equals_numpy_over_all_batches():

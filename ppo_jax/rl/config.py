@@ -13,7 +13,7 @@ from typing import Literal
 
 from flax import struct
 
-from ppo_jax import brax_envs
+from ppo_jax.rl import brax_envs
 from ppo_jax.config_fields import (
     ConfigBase,
     check_choice,
@@ -183,7 +183,7 @@ class PPOConfig(ConfigBase):
 
 
 def known_env_names() -> list[str]:
-    from ppo_jax.envs import known_env_names as names  # gymnax: imported on first use (see ppo_jax.task)
+    from ppo_jax.rl.envs import known_env_names as names  # gymnax: imported on first use (see ppo_jax.task_contract)
 
     return names()
 

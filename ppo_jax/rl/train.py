@@ -5,7 +5,7 @@
     jax.vmap(train)(stacked_cfgs, keys)                   # many settings, one program
     train(cfg, key, on_update=lambda u, m: print(u, m["episode_return"]))   # host callback per update
 
-Besides ``train`` this module is the engine of the PPO ``Task`` (``ppo_jax.task``):
+Besides ``train`` this module is the engine of the PPO ``Task`` (``ppo_jax.task_contract``):
 ``check``, ``prepare_shared``, ``init``, ``step``, ``finish`` (what ``train`` is made of; a
 segmented run, ``ppo_jax.segments``, calls them itself), ``evaluate`` and ``params_tree``.
 """
@@ -22,23 +22,24 @@ import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
 
-from ppo_jax import brax_envs, threefry_cpu
-from ppo_jax.adaptation import adapt, init_coefficients
-from ppo_jax.config import PPOConfig, validate
-from ppo_jax.envs import env_spec
+from ppo_jax import threefry_cpu
+from ppo_jax.rl import brax_envs
+from ppo_jax.rl.adaptation import adapt, init_coefficients
+from ppo_jax.rl.config import PPOConfig, validate
+from ppo_jax.rl.envs import env_spec
 from ppo_jax.errors import ConfigError
-from ppo_jax.evaluate import EVAL_EPISODES, evaluation_key
-from ppo_jax.evaluate import evaluate as evaluate_params
+from ppo_jax.rl.evaluate import EVAL_EPISODES, evaluation_key
+from ppo_jax.rl.evaluate import evaluate as evaluate_params
 from ppo_jax.gae import compute_gae
-from ppo_jax.networks import make_network
-from ppo_jax.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
+from ppo_jax.rl.networks import make_network
+from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
 from ppo_jax.optimizer import create_train_state, set_hyperparams
-from ppo_jax.ppo_loss import LossCoefficients, Minibatch
-from ppo_jax.ppo_task import EVAL_NAMES
-from ppo_jax.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
+from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch
+from ppo_jax.rl.task import EVAL_NAMES
+from ppo_jax.rl.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
 from ppo_jax.schedules import scheduled
-from ppo_jax.update import update
-from ppo_jax.update_loop import scan_updates
+from ppo_jax.rl.ppo_update import update
+from ppo_jax.scan_updates import scan_updates
 
 threefry_cpu.install()  # the same random bits, a faster program on the CPU
 
@@ -139,7 +140,7 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
 
     Returns:
       ``TrainOutput(train_state, obs_stats, metrics)`` with ``metrics[name]`` of
-      shape ``[num_updates]``; see ``ppo_jax.ppo_task.METRIC_NAMES``.
+      shape ``[num_updates]``; see ``ppo_jax.rl.task.METRIC_NAMES``.
     """
     runner = init(cfg, key)
     runner, metrics = scan_updates(lambda r, u: step(cfg, r, u), runner, 0, cfg.num_updates,
@@ -205,7 +206,7 @@ def evaluate(cfg: PPOConfig, output: TrainOutput, key: jax.Array) -> dict[str, j
 
 
 def evaluate_episodes(cfg: PPOConfig, output: TrainOutput, key: jax.Array, num_episodes: int):
-    """Every episode of the evaluation (``ppo_jax.evaluate.Evaluation``), from the run's key ``key``."""
+    """Every episode of the evaluation (``ppo_jax.rl.evaluate.Evaluation``), from the run's key ``key``."""
     return evaluate_params(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), num_episodes)
 
 

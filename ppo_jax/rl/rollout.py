@@ -10,9 +10,9 @@ from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import distributions
-from ppo_jax.adaptation import Coefficients
-from ppo_jax.envs import EnvSpec
-from ppo_jax.normalization import RewardScaler, RunningMeanStd, normalize, scale_reward, update_stats
+from ppo_jax.rl.adaptation import AdaptedCoefficients
+from ppo_jax.rl.envs import EnvSpec
+from ppo_jax.rl.normalization import RewardScaler, RunningMeanStd, normalize, scale_reward, update_stats
 
 
 class EpisodeStats(NamedTuple):
@@ -38,7 +38,7 @@ class RunnerState(NamedTuple):
     obs_stats: RunningMeanStd
     reward_scaler: RewardScaler
     episodes: EpisodeStats
-    coefs: Coefficients  # adapted clip_eps and KL beta
+    coefs: AdaptedCoefficients  # adapted clip_eps and KL beta
     key: jax.Array
 
 

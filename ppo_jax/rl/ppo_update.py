@@ -6,8 +6,8 @@ import jax
 from flax.training.train_state import TrainState
 
 from ppo_jax import distributions
-from ppo_jax.minibatch_sgd import minibatch_epochs
-from ppo_jax.ppo_loss import LossCoefficients, Minibatch, ppo_loss
+from ppo_jax.minibatch_epochs import minibatch_epochs
+from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch, ppo_loss
 
 
 def update(

@@ -6,24 +6,12 @@ import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig
-from ppo_jax.networks import ActorCritic, gram_schmidt, orthogonal
-from ppo_jax.train import train
+from ppo_jax.rl.networks import ActorCritic
+from ppo_jax.rl.train import train
 
 
-def test_gram_schmidt_equals_numpy_qr_with_positive_diagonal():
-    a = np.random.default_rng(0).normal(size=(64, 48)).astype(np.float32)
-    q_ref, r_ref = np.linalg.qr(a.astype(np.float64))
-    q_ref = q_ref * np.sign(np.diag(r_ref))  # the unique Q whose R has a positive diagonal
-    np.testing.assert_allclose(jax.jit(gram_schmidt)(a), q_ref, atol=2e-5)
 
 
-@pytest.mark.parametrize("shape", [(4, 64), (64, 64), (64, 2), (64, 1), (128, 256)])
-def test_orthogonal_initializer(shape):
-    w = np.asarray(orthogonal(2.0)(jax.random.key(1), shape), np.float64)
-    assert w.shape == shape
-    small = min(shape)
-    gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
-    np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=5e-5)
 
 
 def test_actor_critic_shapes_and_head_scales():
@@ -72,7 +60,7 @@ def test_lecun_uniform_init_on_every_kernel():
 
 def test_state_dependent_std_trains_and_is_refused_on_discrete_actions():
     from ppo_jax.errors import ConfigError
-    from ppo_jax.train import check
+    from ppo_jax.rl.train import check
 
     cfg = PPOConfig(env="Pendulum-v1", policy_std="state", kernel_init="lecun_uniform", action_dist="tanh_gaussian",
                     total_timesteps=256, num_envs=2, num_steps=64)  # fmt: skip

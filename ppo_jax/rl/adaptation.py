@@ -1,6 +1,6 @@
 """Coefficients adapted over a run: the adaptive KL penalty and the adaptive clip range (schedules: ``ppo_jax.schedules``).
 
-The adapted values live in ``Coefficients``, carried in the training state, so
+The adapted values live in ``AdaptedCoefficients``, carried in the training state, so
 they work under ``vmap`` (each setting and seed adapts its own).
 """
 
@@ -15,15 +15,15 @@ ADAPTIVE_CLIP_RANGE = (0.01, 0.5)
 """Bounds of clip_eps under adaptive_clip."""
 
 
-class Coefficients(NamedTuple):
+class AdaptedCoefficients(NamedTuple):
     """Adapted coefficients, scalars: the base clip range and the KL penalty beta."""
 
     clip_eps: jax.Array
     kl_beta: jax.Array
 
 
-def init_coefficients(cfg) -> Coefficients:
-    return Coefficients(jnp.asarray(cfg.clip_eps, jnp.float32), jnp.asarray(cfg.kl_beta, jnp.float32))
+def init_coefficients(cfg) -> AdaptedCoefficients:
+    return AdaptedCoefficients(jnp.asarray(cfg.clip_eps, jnp.float32), jnp.asarray(cfg.kl_beta, jnp.float32))
 
 
 def adapt_kl_beta(beta: jax.Array, kl: jax.Array, kl_target) -> jax.Array:
@@ -39,11 +39,11 @@ def adapt_clip_eps(clip_eps: jax.Array, kl: jax.Array, kl_target) -> jax.Array:
     return jnp.clip(clip_eps, *ADAPTIVE_CLIP_RANGE)
 
 
-def adapt(coefs: Coefficients, kl: jax.Array, cfg) -> Coefficients:
-    """Coefficients for the next update, given the KL(pi_old || pi_new) this update produced."""
+def adapt(coefs: AdaptedCoefficients, kl: jax.Array, cfg) -> AdaptedCoefficients:
+    """The coefficients for the next update, given the KL(pi_old || pi_new) this update produced."""
     clip_eps, kl_beta = coefs
     if cfg.objective == "kl_adaptive":
         kl_beta = adapt_kl_beta(kl_beta, kl, cfg.kl_target)
     if cfg.adaptive_clip:
         clip_eps = adapt_clip_eps(clip_eps, kl, cfg.clip_kl_target)
-    return Coefficients(clip_eps, kl_beta)
+    return AdaptedCoefficients(clip_eps, kl_beta)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig
-from ppo_jax.ppo_task import METRIC_NAMES
-from ppo_jax.train import train
+from ppo_jax.rl.task import METRIC_NAMES
+from ppo_jax.rl.train import train
 
 TINY = dict(total_timesteps=1024, num_envs=4, num_steps=32, num_minibatches=2, update_epochs=2)
 

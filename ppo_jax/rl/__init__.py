@@ -1,0 +1,22 @@
+"""PPO on an environment: the ``ppo`` task (``ppo_jax.rl.task.PPO``).
+
+Modules, one idea each:
+
+    config.py        PPOConfig: static fields and float32 traced leaves; validation
+    presets.py       named base configs (mujoco, brax) and the one each env gets by default
+    envs.py          make_env(name): gymnax, Brax and probe envs behind one interface
+    brax_envs.py     Brax tasks as gymnax-style envs (truncation kept apart from termination)
+    probe_envs.py    tiny envs with analytic values, for learning tests
+    networks.py      ActorCritic: one parameter tree, discrete and continuous heads
+    normalization.py running observation statistics and reward scaling
+    rollout.py       rollout(runner, ...) -> (runner, Transition[T, B])
+    adaptation.py    the adaptive KL penalty and the adaptive clip range
+    ppo_loss.py      the total PPO loss on a minibatch, vmapped per sample
+    ppo_update.py    one PPO update of a rollout batch: minibatch epochs, then the exact KL
+    train.py         train(cfg, key): the engine (jittable, vmappable)
+    evaluate.py      fresh episodes with the final parameters
+    task.py          PPO as a ``ppo_jax.task_contract.Task``: metric names, score, engine
+
+It imports the shared root (``ppo_jax.*``), never ``ppo_jax.rlhf``.
+``ppo_jax.rl.train.train`` is imported from its module (gymnax starts a JAX backend).
+"""
