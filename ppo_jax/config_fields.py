@@ -21,6 +21,9 @@ from flax import struct
 
 from ppo_jax.errors import ConfigError, close_matches
 
+MAX_SEED = 2**32 - 1
+"""The largest run seed: ``jax.random.key`` keeps only the low 32 bits of a seed without jax_enable_x64."""
+
 
 def leaf(default: float):
     """A traced float32 hyperparameter (vmappable; changing it never recompiles)."""

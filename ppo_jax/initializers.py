@@ -4,9 +4,9 @@ The orthogonal matrices come from Gram-Schmidt on a Gaussian matrix, written in
 plain jnp ops, rather than from LAPACK's QR: it draws from the same (Haar)
 distribution as ``flax.linen.initializers.orthogonal`` but puts no QR custom
 call in the program. Under ``vmap`` over seeds a QR becomes a batched LAPACK
-call, and with jaxlib 0.10.2 on a 2-core CPU programs holding two such calls
-were seen to hang; the usual cure, ``--xla_cpu_enable_concurrency_optimized_scheduler=false``,
-costs about 35% of training throughput here, so we avoid the call instead.
+call, and XLA's CPU runtime can hang on programs holding two such calls; the usual
+cure, ``--xla_cpu_enable_concurrency_optimized_scheduler=false``, slows training
+(docs/benchmarks.md), so we avoid the call instead.
 """
 
 from __future__ import annotations

@@ -38,10 +38,7 @@ def report_update(on_update: Callable | None, update_idx, metrics: dict, *, num_
     ``every`` is static; the condition depends only on the (unbatched) update
     counter, so under ``vmap`` it stays one branch and the callback runs once per
     run. Each callback stops the program for a device-to-host transfer of the
-    metrics: on a 2-core CPU (CartPole, standard config, 390 updates, interleaved
-    A/B) one per update cost 22-32% of the run time, one per 1% of the updates 12%
-    with 1 seed (none measurable with 16), one per 5% (what ``ppo-jax train``
-    uses) 4%, within this machine's noise.
+    metrics, so ``every`` trades progress detail for speed (docs/benchmarks.md).
     """
     if on_update is None:
         return

@@ -9,8 +9,7 @@ copying its state every trip. ``install()`` registers the straight-line form for
 the CPU too. It computes the same function, so every random number, and every
 result of a run, is bit for bit what it was (tests/test_threefry_cpu.py checks
 the published test vectors and a run against one under JAX's own lowering).
-Measured on a 2-core CPU (docs/benchmarks.md): a 1-seed CartPole run is 12-15% faster,
-at 16 seeds level, and programs compile in about a third less time.
+What it saves is measured in docs/benchmarks.md.
 
 ``PPO_JAX_THREEFRY=jax`` in the environment keeps JAX's lowering.
 """

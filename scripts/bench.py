@@ -42,7 +42,7 @@ from ppo_jax.rl.envs import make_env
 from ppo_jax.progress import ProgressReporter
 from ppo_jax.rl.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
-from ppo_jax.rl.train import init_runner, train
+from ppo_jax.rl.train import init, train
 from ppo_jax.vmap_runs import vmap_runs
 
 import bench_against  # scripts/bench_against.py
@@ -71,7 +71,7 @@ def rollout_only(cfg: PPOConfig, key: jax.Array) -> jax.Array:
         runner, traj = rollout(runner, cfg, spec)
         return runner, traj.reward.mean()
 
-    return lax.scan(body, init_runner(cfg, key), None, length=cfg.num_updates)[1]
+    return lax.scan(body, init(cfg, key), None, length=cfg.num_updates)[1]
 
 
 def measure(name: str, total_timesteps: int, repeats: int) -> dict:

@@ -38,7 +38,7 @@ from ppo_jax.rl.envs import env_spec
 from ppo_jax.rl.presets import BRAX_COMMON
 from ppo_jax.rl.rollout import rollout
 from ppo_jax.storage.provenance import collect_metadata
-from ppo_jax.rl.train import init, init_runner, step
+from ppo_jax.rl.train import init, step
 
 UNROLL, MINIBATCHES, EPOCHS = 20, 4, 4
 NUM_STEPS = UNROLL * MINIBATCHES  # Brax: batch_size * num_minibatches * unroll_length / num_envs with batch_size = num_envs
@@ -67,7 +67,7 @@ def measure_rollout(task: str, backend: str, num_envs: int, steps: int) -> dict:
     cfg = our_config(task, backend, num_envs, 1).replace(num_steps=steps, total_timesteps=num_envs * steps, num_minibatches=1)
     spec = env_spec(cfg)
 
-    runner = jax.jit(lambda key: init_runner(cfg, key))(jax.random.key(0))
+    runner = jax.jit(lambda key: init(cfg, key))(jax.random.key(0))
 
     def run(runner):  # the observations: a constant reward (inverted_pendulum's) would let XLA drop the physics
         return rollout(runner, cfg, spec)[1].next_obs.sum()

@@ -1,9 +1,7 @@
 """Actor-critic MLP in Flax linen: one parameter tree, actor and critic evaluated together.
 
 By default the actor and the critic are two separate MLPs; with
-``shared_torso`` one MLP feeds both heads. (Stacking both towers into one
-batched matmul per layer was measured slower on CPU: the einsum's transposes
-cost more than the op it saves.)
+``shared_torso`` one MLP feeds both heads.
 
 Initialization (``kernel_init``) follows Huang et al. (2022), "The 37
 Implementation Details of PPO", detail 2: orthogonal weights with gain sqrt(2)
@@ -14,6 +12,7 @@ kernel, heads included, uniform with variance 1/fan_in).
 A Gaussian policy's std (``policy_std``) is a state-independent parameter
 (the PPO paper, sec. 6.1) or an output of the actor, ``softplus(x) + 0.001``
 (Brax PPO's ``NormalTanhDistribution``).
+
 The orthogonal init is ``ppo_jax.initializers.orthogonal`` (QR-free).
 """
 

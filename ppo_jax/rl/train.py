@@ -1,4 +1,4 @@
-"""``train(cfg, key)``: a whole PPO run as one pure, jittable, vmappable function; the engine of ``ppo_task.PPO``.
+"""``train(cfg, key)``: a whole PPO run as one pure, jittable, vmappable function; the engine of ``ppo_jax.rl.task.PPO``.
 
     jax.jit(train)(cfg, key)                              # one run
     jax.vmap(train, in_axes=(None, 0))(cfg, keys)         # many seeds, one program
@@ -57,8 +57,9 @@ class TrainOutput(NamedTuple):
     metrics: dict[str, jax.Array]
 
 
-def init_runner(cfg: PPOConfig, key: jax.Array) -> RunnerState:
-    """Parameters, optimizer, envs and statistics at the start of a run."""
+def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
+    """The whole training state before update 0: parameters, optimizer, envs, statistics (``validate(cfg)`` first)."""
+    validate(cfg)
     spec = env_spec(cfg)
     network = make_network(cfg)
     init_key, reset_key, run_key = jax.random.split(key, 3)
@@ -89,8 +90,8 @@ def _nanmean(x: jax.Array) -> jax.Array:
     return jnp.where(count > 0, jnp.where(finite, x, 0.0).sum() / jnp.maximum(count, 1), jnp.nan)
 
 
-def update_step(runner: RunnerState, update_idx: jax.Array, cfg: PPOConfig) -> tuple[RunnerState, dict]:
-    """One iteration: rollout, GAE, epochs of minibatch updates. Returns scalar metrics."""
+def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None) -> tuple[RunnerState, dict]:
+    """Update ``update_idx``: rollout, GAE, epochs of minibatch updates. Returns the new state and scalar metrics."""
     spec = env_spec(cfg)
     learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
     runner = runner._replace(train_state=set_hyperparams(runner.train_state, learning_rate=learning_rate))
@@ -146,20 +147,6 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
     runner, metrics = scan_updates(lambda r, u: step(cfg, r, u), runner, 0, cfg.num_updates,
                                    num_updates=cfg.num_updates, on_update=on_update, report_every=report_every)  # fmt: skip
     return finish(cfg, runner, metrics)
-
-
-# ----------------------------------------------------------------------------- the Task engine
-
-
-def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
-    """The whole training state before update 0 (``validate(cfg)`` first)."""
-    validate(cfg)
-    return init_runner(cfg, key)
-
-
-def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None) -> tuple[RunnerState, dict]:
-    """Update ``update_idx``: ``update_step``."""
-    return update_step(runner, update_idx, cfg)
 
 
 def finish(cfg: PPOConfig, runner: RunnerState, metrics: dict) -> TrainOutput:

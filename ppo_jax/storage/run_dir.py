@@ -20,8 +20,10 @@ Read it back with ``load_config``, ``pd.read_csv(DIR / "metrics.csv")`` and
 ``jax.tree.map(lambda x: x[i], p["params"])``, usable directly as
 ``ppo_jax.rl.networks.make_network(cfg).apply(params_i, obs)``.
 
-Written with ``ppo_jax.storage.atomic.write_directory``: complete or absent; an
-old run replaced with ``force`` is deleted only after the new one is in place.
+The directory is written while the run goes (``ppo_jax.storage.live_run``:
+config.json first, metrics.csv appended segment by segment, params.msgpack and
+evaluation.csv at the end); an old run replaced with ``--force`` is deleted only
+once the new one is complete.
 """
 
 from __future__ import annotations
@@ -33,14 +35,13 @@ from typing import Any
 import numpy as np
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.storage.atomic import check_out_dir, read_json, write_directory, write_json
+from ppo_jax.storage.atomic import check_out_dir, read_json
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
 METRICS_FILE = "metrics.csv"
 EVALUATION_FILE = "evaluation.csv"
 PARAMS_FILE = "params.msgpack"
-RUN_FILES = (CONFIG_FILE, METADATA_FILE, METRICS_FILE, PARAMS_FILE)
 
 
 def is_output_dir(path: Path) -> bool:
@@ -120,24 +121,6 @@ def plain_tree(tree):
     return np.asarray(tree)
 
 
-def write_run_dir(path, *, task, cfg, seeds, output, shared=None, metadata: dict, force: bool, evaluation=None) -> Path:
-    """Write a complete run directory at ``path`` (see the module docstring); return its absolute path.
-
-    ``output`` is the task's train output under ``jax.vmap`` over seeds (every
-    leaf has a leading axis of ``len(seeds)``), ``shared`` what the seeds shared
-    (``Task.prepare_shared``); ``evaluation`` an optional PPO ``Evaluation`` with a leading seed axis.
-    """
-    prepare_out_dir(path, force)  # again: the directory may have changed during training
-
-    def write(tmp: Path) -> None:
-        write_json(tmp / CONFIG_FILE, config_record(task, cfg, seeds))
-        write_json(tmp / METADATA_FILE, metadata)
-        metrics_frame(task, cfg, seeds, output.metrics).to_csv(tmp / METRICS_FILE, index=False)
-        write_results(tmp, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
-
-    return write_directory(path, write)[0]
-
-
 def write_results(path: Path, *, task, seeds, output, shared=None, evaluation=None) -> None:
     """params.msgpack (the task's ``params_tree`` with a leading seed axis, and "seeds") and evaluation.csv, in ``path``."""
     from flax import serialization
@@ -171,7 +154,7 @@ def read_final_window(path, task, seeds, num_updates: int) -> dict[str, np.ndarr
 
 
 def load_params(path) -> dict[str, Any]:
-    """Read params.msgpack (or a run directory's) back: the nested dict of numpy arrays ``write_run_dir`` wrote."""
+    """Read params.msgpack (or a run directory's) back: the nested dict of numpy arrays ``write_results`` wrote."""
     from flax import serialization
 
     path = Path(path)

@@ -40,7 +40,7 @@ from ppo_jax.sweep.plan import Chunk, Group, format_bytes, group_pairs, make_chu
 from ppo_jax.sweep.program import (
     Program, Shared, compile_program, default_memory_budget, device_mesh, fit_program, prepare_shared_once, run_program,
 )  # fmt: skip
-from ppo_jax.sweep.segmented import run_chunk_in_segments
+from ppo_jax.sweep.segmented import programs_cache_clear, run_chunk_in_segments
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
 
@@ -354,10 +354,8 @@ def release_programs(sweep_plan: SweepPlan, group: int) -> None:
     physics: 18 groups of ~1 GB of LLVM code and mappings) ran out of memory holding all of them.
     A later need recompiles, from the persistent compilation cache.
     """
-    from ppo_jax.sweep import segmented
-
     sweep_plan.programs.pop(group, None)
-    segmented.programs_cache_clear()  # the segmented path's (--checkpoint-every) jitted functions
+    programs_cache_clear()  # the segmented path's (--checkpoint-every) jitted functions
     jax.clear_caches()  # and every jit's compiled executables
 
 

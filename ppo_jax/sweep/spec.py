@@ -62,6 +62,7 @@ from typing import Any
 
 import numpy as np
 
+from ppo_jax.config_fields import MAX_SEED
 from ppo_jax.errors import ConfigError, SpecError, close_matches
 from ppo_jax.sweep.spec_axes import (
     ENV_NOT_AXIS, SpecContext, check_axis_name, expand_grid, expand_random, expand_zip, mapping, validated,
@@ -73,7 +74,6 @@ from ppo_jax.task_registry import DEFAULT_TASK, get_task
 
 TOP_KEYS = ("name", "description", "task", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "pretrain", "log_every")
 PRETRAIN_KEYS = ("seed", "per_setting")
-MAX_SEED = 2**32 - 1  # jax.random.key keeps 32 bits of a seed
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ppo_jax.rl.envs import make_env  # noqa: E402
 from ppo_jax.final_values import final_value  # noqa: E402
 from ppo_jax.gae import compute_gae  # noqa: E402
 from ppo_jax.rl.rollout import rollout  # noqa: E402
-from ppo_jax.rl.train import init_runner, train  # noqa: E402
+from ppo_jax.rl.train import init, train  # noqa: E402
 
 ENV = "brax/inverted_pendulum"  # the cheapest Brax task; spring, the default backend, compiles fastest
 
@@ -75,7 +75,7 @@ def test_rollout_bootstraps_a_time_limit_from_the_final_observation(spec):
     # A 5-step time limit and a 5-step rollout: every env is truncated at its last step.
     cfg = PPOConfig(env=ENV, num_envs=2, num_steps=5, total_timesteps=10, num_minibatches=1, gamma=0.9, gae_lambda=0.8)
     short = spec._replace(params=BraxParams(max_steps_in_episode=5))
-    runner = init_runner(cfg, jax.random.key(7))
+    runner = init(cfg, jax.random.key(7))
     first_states = runner.env_state.brax
     after, traj = jax.jit(lambda r: rollout(r, cfg, short))(runner)
     traj = jax.device_get(traj)

@@ -6,7 +6,6 @@ Outputs are faked in NumPy (what ``jax.vmap(task.train)`` returns), so nothing c
 from __future__ import annotations
 
 import json
-import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -22,7 +21,7 @@ from ppo_jax.rlhf.task import METRIC_NAMES as RLHF_METRIC_NAMES
 from ppo_jax.rlhf.task import RLHF
 from ppo_jax.storage.atomic import write_json
 from ppo_jax.storage.run_dir import (
-    config_record, load_config, load_params, metrics_frame, prepare_out_dir, write_run_dir,
+    config_record, load_config, load_params, metrics_frame, prepare_out_dir, write_results,
 )  # fmt: skip
 from tests.helpers import snapshot
 
@@ -37,12 +36,20 @@ def fake_output(num_seeds: int, cfg: PPOConfig) -> SimpleNamespace:
     return SimpleNamespace(train_state=SimpleNamespace(params=params), obs_stats=stats, metrics=metrics)
 
 
-def test_write_run_dir_replaces_only_with_force(tmp_path):
-    cfg = PPOConfig(total_timesteps=1024, num_envs=2, num_steps=64, num_minibatches=2)
+def write_run(out, task, cfg, seeds, output, shared=None, metadata=None):
+    """What ``ppo_jax.storage.live_run`` writes over a run, in one go."""
+    out.mkdir(parents=True)
+    write_json(out / "config.json", config_record(task, cfg, seeds))
+    write_json(out / "metadata.json", metadata or {})
+    metrics_frame(task, cfg, seeds, output.metrics).to_csv(out / "metrics.csv", index=False)
+    write_results(out, task=task, seeds=seeds, output=output, shared=shared)
+
+
+def test_a_run_directory_holds_what_the_docstring_says_and_reads_back(tmp_path):
+    cfg = PPOConfig(total_timesteps=1024, num_envs=2, num_steps=64, num_minibatches=2)  # 8 updates of 128 steps
     out = tmp_path / "nested" / "run"
     prepare_out_dir(out, force=False)  # missing parents are fine
-    output = fake_output(2, cfg)
-    write_run_dir(out, task=PPO, cfg=cfg, seeds=[3, 4], output=output, metadata={"x": float("nan")}, force=False)
+    write_run(out, PPO, cfg, [3, 4], fake_output(2, cfg), metadata={"x": float("nan")})
     assert json.loads((out / "metadata.json").read_text()) == {"x": None}  # NaN -> null
     metrics = pd.read_csv(out / "metrics.csv")
     assert list(metrics.columns) == ["seed", "update", "env_steps", *METRIC_NAMES]
@@ -53,21 +60,17 @@ def test_write_run_dir_replaces_only_with_force(tmp_path):
     np.testing.assert_array_equal(params["params"]["params"]["actor"]["kernel"], np.ones((2, 4, 2)))
     assert params["obs_stats"]["count"].tolist() == [5.0, 5.0]
     assert not (out / "evaluation.csv").exists()  # no evaluation given
+    assert load_config(out)[2] == [3, 4]
 
     before = snapshot(out)
     with pytest.raises(ConfigError, match="--force"):
         prepare_out_dir(out, force=False)
-    with pytest.raises(ConfigError, match="--force"):
-        write_run_dir(out, task=PPO, cfg=cfg, seeds=[0], output=fake_output(1, cfg), metadata={}, force=False)
-    # A write that fails half way leaves the old run and no temporary directory.
-    broken = fake_output(1, cfg)
-    broken.metrics["loss"] = broken.metrics["loss"][:, :3]
-    with pytest.raises(ValueError, match="loss"):
-        write_run_dir(out, task=PPO, cfg=cfg, seeds=[0], output=broken, metadata={}, force=True)
-    assert snapshot(out) == before and os.listdir(out.parent) == ["run"]
-
-    write_run_dir(out, task=PPO, cfg=cfg, seeds=[9], output=fake_output(1, cfg), metadata={}, force=True)
-    assert load_config(out)[2] == [9] and os.listdir(out.parent) == ["run"]
+    prepare_out_dir(out, force=True)  # a run directory may be replaced; nothing is deleted yet
+    assert snapshot(out) == before
+    with pytest.raises(ValueError, match="loss"):  # metrics of the wrong length are refused, naming the metric
+        broken = fake_output(1, cfg)
+        broken.metrics["loss"] = broken.metrics["loss"][:, :3]
+        metrics_frame(PPO, cfg, [0], broken.metrics)
 
 
 def test_config_json_names_the_task_first_and_loads_back(tmp_path):
@@ -97,8 +100,7 @@ def test_an_rlhf_run_dir_holds_the_task_its_metrics_and_every_model(tmp_path):
     output = SimpleNamespace(params={"actor": model, "critic": model}, metrics=metrics)
     shared = SimpleNamespace(sft={"params": {"w": np.zeros((2,), np.float32)}},
                              reward_model={"params": {"w": np.ones((2,), np.float32)}})  # fmt: skip
-    write_run_dir(tmp_path / "run", task=RLHF, cfg=cfg, seeds=[0, 1], output=output, shared=shared, metadata={},
-                  force=False)  # fmt: skip
+    write_run(tmp_path / "run", RLHF, cfg, [0, 1], output, shared)
 
     assert load_config(tmp_path / "run") == (RLHF, cfg, [0, 1])
     table = pd.read_csv(tmp_path / "run" / "metrics.csv")
