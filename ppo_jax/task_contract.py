@@ -4,6 +4,8 @@ PPO on an environment is one task (``ppo_jax.rl.task.PPO``), token-level RLHF on
 the copy task another (``ppo_jax.rlhf.task.RLHF``); ``ppo_jax.task_registry`` lists them.
 A task is a small record:
 
+* its name (in specs, config.json, metadata) and the ``ppo-jax`` command that
+  trains it (``command``: "train" for ppo, "rlhf" for rlhf),
 * its config class (a ``ppo_jax.config_fields.ConfigBase`` dataclass: which
   fields are static and which traced is read off the class),
 * its metric names and which one is *the score* (what a report ranks and
@@ -75,6 +77,12 @@ class Task:
     """Fields that only affect ``prepare_shared``: a sweep that shares it cannot vary them."""
     steps_per_update_fields: tuple[str, ...] = ()
     """Config fields whose product is the samples one update consumes (env steps; RLHF: sequences)."""
+    command: str = ""
+    """The ``ppo-jax`` subcommand that trains it and resumes its runs ("train" for ppo, "rlhf"); empty: the task's name."""
+
+    def __post_init__(self):
+        if not self.command:
+            object.__setattr__(self, "command", self.name)
 
     # ----- derived from the config class -----
     @property

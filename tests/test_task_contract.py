@@ -25,7 +25,6 @@ import pandas as pd
 import pytest
 
 from ppo_jax import sweep
-from ppo_jax.final_values import final_value
 from ppo_jax.segments import compile_segments
 from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep import sweep_dir as resume
@@ -190,7 +189,11 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
             assert rows[metric].iloc[-1] == pytest.approx(float(value), rel=1e-4, abs=1e-5), metric
     summary = pd.read_csv(out / resume.SUMMARY_FILE)
     assert len(summary) == len(values) and (summary.seeds == len(SEEDS)).all()
+    # A run's final value: the mean over its last final_fraction of updates, rounded up (ppo_jax/final_values.py).
+    # PPO: 512 / (2 * 32) = 8 updates, 5% -> 0.4 -> the last update; RLHF: 4 updates, 10% -> 0.4 -> the last update.
+    assert (task.num_updates(base), task.final_fraction) == {"ppo": (8, 0.05), "rlhf": (4, 0.1)}[task.name]
+    window = 1
     for row in summary.itertuples():
         for metric in task.reported:
-            finals = [final_value(separate[(row.setting_id, seed)][0][metric], task.final_fraction) for seed in SEEDS]
+            finals = [np.nanmean(separate[(row.setting_id, seed)][0][metric][-window:]) for seed in SEEDS]
             assert getattr(row, f"final_{metric}") == pytest.approx(float(np.mean(finals)), rel=1e-4, abs=1e-5), metric

@@ -1,6 +1,6 @@
 """The ``ppo-jax`` command line.
 
-    ppo-jax train [--env ID] [--total-timesteps N] [... every PPOConfig field ...]
+    ppo-jax train [--env ID] [--preset mujoco|brax|none] [--total-timesteps N] [... every PPOConfig field ...]
                   [--seeds N] [--seed S] [--out DIR] [--force] [--no-progress]
     ppo-jax rlhf [--beta B] [--clip-eps E] [... every RlhfConfig field ...] [--seeds N] [--out DIR]
     ppo-jax sweep SPEC.yaml --out DIR [--resume] [--force] [--dry-run] [--chunk-size N]
@@ -26,6 +26,8 @@ from ppo_jax.cli.report import Report, run_report
 from ppo_jax.cli.sweep import Sweep, run_sweep
 from ppo_jax.cli.train import Rlhf, Train, run_rlhf, run_train, train_defaults
 from ppo_jax.errors import ConfigError
+from ppo_jax.rl.task import PPO
+from ppo_jax.rlhf.task import RLHF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,20 +35,21 @@ class Envs:
     """List the environment ids accepted by --env: gymnax ids, Brax tasks (with the [brax] extra), then ppo_jax probe envs."""
 
 
-SUBCOMMANDS = {"train": Train, "sweep": Sweep, "report": Report, "rlhf": Rlhf, "envs": Envs}
+SUBCOMMANDS = {PPO.command: Train, "sweep": Sweep, "report": Report, RLHF.command: Rlhf, "envs": Envs}
 RUNNERS = {Train: run_train, Sweep: run_sweep, Report: run_report, Rlhf: run_rlhf}
 
 
 def parse(args=None):
     """Parse the command line into a Train, Sweep, Report, Rlhf or Envs instance (tyro exits with 2 on bad flags).
 
-    ``ppo-jax train --preset P`` is parsed against P's defaults (ConfigError if P does not fit --env).
+    ``ppo-jax train --preset P`` is parsed against P's defaults (ConfigError if P does not fit --env); without
+    --preset, against those of --env's default preset (``ppo_jax.rl.presets.default_preset``: mujoco for a Brax task).
     """
     args = sys.argv[1:] if args is None else list(args)
-    if args[:1] == ["train"]:
+    if args[:1] == [PPO.command]:
         defaults = train_defaults(args[1:])
         if defaults is not None:
-            return tyro.cli(Train, default=defaults, args=args[1:], prog="ppo-jax train")
+            return tyro.cli(Train, default=defaults, args=args[1:], prog=f"ppo-jax {PPO.command}")
     return tyro.extras.subcommand_cli_from_dict(
         SUBCOMMANDS,
         prog="ppo-jax",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 import tyro
 
@@ -18,8 +18,9 @@ class Report:
     A run's final value = mean of the task's score (PPO: episodic return; RLHF: the
     programmatic score) over the last --last-percent of its updates. Scores are
     normalized per env by a random policy (0) and a documented best score (1)
-    (ppo_jax/report/scores.py; override with --reference-scores). RLHF sweeps also
-    get the reward-vs-KL frontier figure.
+    (ppo_jax/report/scores.py; override with --reference-scores), or with
+    --normalize best-setting by the best setting (1), as in the PPO paper, with its
+    Table 1 beside ours. RLHF sweeps also get the reward-vs-KL frontier figure.
     All CIs: rliable's stratified bootstrap, 95%, --reps replicates, seeded.
     """
 
@@ -37,6 +38,8 @@ class Report:
     """Setting label to compare every other setting against (probability of improvement); default: the best by IQM."""
     reference_scores: Annotated[Path | None, tyro.conf.arg(metavar="FILE.yaml")] = None
     """YAML {env: {random: R, best: B, source: text}} adding or replacing reference scores."""
+    normalize: Literal["reference", "best-setting"] = "reference"
+    """What scores 1 on each env: reference = its documented best score (the best setting where none is documented); best-setting = the best setting's mean final return on every env, the PPO paper's normalization (Schulman et al. 2017, sec. 6.1), which also writes paper_table1.md/.tex/.png: the mean over envs per setting beside the paper's Table 1."""
     force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Replace an existing report directory at --out (only one with report.json; removed once the new one is complete)."""
 
@@ -45,7 +48,8 @@ def run_report(args: Report, argv: list[str]) -> int:
 
     path = make_report(
         list(args.dirs), args.out, last_percent=args.last_percent, reps=args.reps, seed=args.seed,
-        baseline=args.baseline, reference_scores=args.reference_scores, force=args.force, command=argv,
+        baseline=args.baseline, reference_scores=args.reference_scores, normalize=args.normalize, force=args.force,
+        command=argv,
     )  # fmt: skip
     say(f"report: {path / 'index.md'} (and index.html)")
     return 0

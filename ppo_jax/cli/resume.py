@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from ppo_jax.errors import ConfigError
 from ppo_jax.task_contract import Task
 
-RUN_FLAGS = ("seed", "seeds", "pretrain_seed", "eval_episodes", "checkpoint_every")
+RUN_FLAGS = ("seed", "seeds", "pretrain_seed", "eval_episodes", "checkpoint_every", "preset")
 """Run flags fixed at the start; --progress, --log and --keep-checkpoints may change on --resume."""
+
+
+def shown(field: str, value) -> str:
+    """A run setting as its flag is written: ``--preset none`` is a run without a preset (None)."""
+    if field == "preset":
+        return "none" if value is None else str(value)
+    return repr(value)
 
 
 def given_flags(argv: list[str], names) -> set[str]:
@@ -26,8 +34,8 @@ def resumed_run(task: Task, out: Path, cfg, options, argv: list[str]):
     path = find_unfinished(out)
     stored_task, stored_cfg, seeds = load_config(path)
     if stored_task.name != task.name:
-        command = "train" if stored_task.name == "ppo" else stored_task.name
-        raise ConfigError(f"{path} holds a {stored_task.name} run: resume it with ppo-jax {command} --out {out} --resume.")
+        raise ConfigError(f"{path} holds a {stored_task.name} run: resume it with "
+                          f"ppo-jax {stored_task.command} --out {shlex.quote(str(out))} --resume.")  # fmt: skip
     from ppo_jax.storage.atomic import read_json
     from ppo_jax.storage.run_dir import METADATA_FILE
 
@@ -41,8 +49,8 @@ def resumed_run(task: Task, out: Path, cfg, options, argv: list[str]):
     for name in sorted(given_flags(argv, RUN_FLAGS)):
         field = "seeds" if name in ("seed", "seeds") else name
         if getattr(options, field) != getattr(stored_options, field):
-            diff.append(f"--{name.replace('_', '-')}: the run has {field} {getattr(stored_options, field)!r}, "
-                        f"this command gives {getattr(options, field)!r}")  # fmt: skip
+            diff.append(f"--{name.replace('_', '-')}: the run has {field} {shown(field, getattr(stored_options, field))}, "
+                        f"this command gives {shown(field, getattr(options, field))}")  # fmt: skip
     if diff:
         raise ConfigError(f"--resume continues the run in {path} with the config it started with; these flags differ:\n  "
                           + "\n  ".join(diff) + "\nDrop them to resume, or start a new run with another --out.")  # fmt: skip

@@ -135,7 +135,7 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
                                   checkpoint_every=interval, loggers=loggers, meta={"config": config_record(task, cfg, seeds)})  # fmt: skip
     except Stopped as stop:
         run.update_metadata(status="interrupted")
-        resume_command = f"ppo-jax {'train' if task.name == 'ppo' else task.name} --out {shlex.quote(str(run.out))} --resume"
+        resume_command = f"ppo-jax {task.command} --out {shlex.quote(str(run.out))} --resume"
         say(f"stopped by {signal.Signals(stop.signum).name} after update {stop.update}/{num_updates}; checkpoint in {run.checkpoint_dir}")
         say(f"continue with: {resume_command}")
         return 128 + stop.signum

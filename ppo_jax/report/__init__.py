@@ -5,7 +5,8 @@
 
 Modules: ``sources`` (read run/sweep directories of one task), ``scores`` (final
 values, reference scores, normalization), ``intervals`` (rliable interval
-estimates), ``frontier`` (RLHF: reward vs KL to the reference), ``figures``,
+estimates), ``frontier`` (RLHF: reward vs KL to the reference), ``paper_table1``
+(the PPO paper's Table 1 beside ours, ``--normalize best-setting``), ``figures``,
 ``tables``, ``index``, ``build`` (``make_report``).
 """
 

@@ -13,6 +13,7 @@ Report directory::
     improvement.csv           P(setting > baseline), 95% CIs
     final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, best in bold
     aggregates.{md,tex}       table: aggregate metrics per setting
+    paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
     frontier.{csv,md}         (RLHF) final KL to the reference, reward-model and programmatic score per setting
     *.png, *.pdf              learning curves (score, entropy), sensitivity or heat map,
@@ -33,9 +34,9 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ReportError
-from ppo_jax.report import figures, frontier, intervals, tables
+from ppo_jax.report import figures, frontier, intervals, paper_table1, scores, tables
 from ppo_jax.report.index import write_index
-from ppo_jax.report.scores import final_returns, load_reference_scores, normalize, normalizers
+from ppo_jax.report.scores import NORMALIZATIONS, final_returns, load_reference_scores, normalizers
 from ppo_jax.report.sources import Runs, load_sources
 from ppo_jax.storage.atomic import absolute, check_out_dir, write_directory, write_json
 
@@ -78,14 +79,14 @@ def _curves(runs: Runs, metric: str, reps: int, seed: int) -> dict:
     return out
 
 
-def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references) -> dict:
+def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize) -> dict:
     envs = list(dict.fromkeys(runs.curves["env"]))
     settings = list(runs.settings)
     finals = final_returns(runs, last_percent)
     if len(runs.evals):
         finals = finals.merge(runs.evals.drop(columns=["source"]), on=["env", "setting", "seed"], how="left")
-    norms = normalizers(finals, references)
-    finals["score"] = normalize(finals, norms)
+    norms = normalizers(finals, references, normalize)
+    finals["score"] = scores.normalize(finals, norms)
     finals.to_csv(out / "final_returns.csv", index=False)
 
     raw = intervals.per_env(finals, "final_return", reps, seed)
@@ -126,6 +127,14 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             result["baseline"] = chosen
         files["figures"] += figures.interval_estimates(agg, complete, intervals.AGGREGATES, out, "aggregates")
         files["figures"] += figures.profiles(intervals.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles")
+    if normalize == "best-setting":
+        if "aggregates" not in result:
+            raise ReportError("--normalize best-setting: the PPO paper's Table 1 needs a setting with runs on every env "
+                              f"({', '.join(envs)}) and a finite final return in each run; there is none.")  # fmt: skip
+        long = paper_table1.table(per_env, result["aggregates"], complete, envs, runs.configs)
+        written, drawn = paper_table1.write(out, long, complete, envs, norms)
+        files["tables"] += written
+        files["figures"] += drawn
 
     if "eval_return_stochastic" in finals:
         lines = ["| env | setting | stochastic policy | deterministic policy | training final return |", "|---|---|---:|---:|---:|"]
@@ -161,12 +170,15 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
 
 
 def make_report(paths, out, *, last_percent: float | None = None, reps: int = 2000, seed: int = 0,
-                baseline: str | None = None, reference_scores=None, force: bool = False,
+                baseline: str | None = None, reference_scores=None, normalize: str = "reference", force: bool = False,
                 command: list[str] | None = None) -> Path:  # fmt: skip
     """Write a report for the runs in ``paths`` (run or sweep directories of one task) to ``out``; returns ``out``.
 
     ``last_percent``: the share of each run's last updates whose mean is its final
-    value (default: the task's, ``Task.final_fraction``). Everything is checked
+    value (default: the task's, ``Task.final_fraction``). ``normalize``: "reference"
+    (a documented best score = 1 where there is one) or "best-setting" (the PPO
+    paper's normalization everywhere, and its Table 1 beside ours:
+    ``ppo_jax.report.paper_table1``). Everything is checked
     and read before anything is written; the report is built in a temporary
     sibling directory and renamed into place (``ppo_jax.storage.atomic``), so
     ``out`` is either the complete new report or untouched (with ``force``, an
@@ -175,18 +187,24 @@ def make_report(paths, out, *, last_percent: float | None = None, reps: int = 20
     out = absolute(out)
     if reps < 100:
         raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
+    if normalize not in NORMALIZATIONS:
+        raise ReportError(f"--normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}.")
     check_out_dir(out, force, replaceable=lambda p: (p / "report.json").is_file(), what="report directory",
                   marker="no report.json", error=ReportError)  # fmt: skip
     references = load_reference_scores(reference_scores)
     runs = load_sources([Path(p) for p in paths])
+    if normalize == "best-setting" and runs.task.name != "ppo":
+        raise ReportError(f"--normalize best-setting is the PPO paper's normalization of returns (random policy = 0); "
+                          f"the {runs.task.name} task's score has fixed bounds: use --normalize reference.")  # fmt: skip
     if last_percent is None:
         last_percent = 100 * runs.task.final_fraction
 
     def write(tmp: Path) -> None:
-        result = _analyse(runs, tmp, last_percent=last_percent, reps=reps, seed=seed, baseline=baseline, references=references)
+        result = _analyse(runs, tmp, last_percent=last_percent, reps=reps, seed=seed, baseline=baseline, references=references,
+                          normalize=normalize)  # fmt: skip
         record = {
             "task": runs.task.name,
-            "parameters": {"last_percent": last_percent, "reps": reps, "seed": seed, "baseline": result.get("baseline"),
+            "parameters": {"last_percent": last_percent, "reps": reps, "seed": seed, "baseline": result.get("baseline"), "normalize": normalize,
                            "confidence": 0.95, "bootstrap": "rliable stratified percentile bootstrap"},
             "score": {"metric": runs.task.score, "label": runs.task.score_label},
             "normalizers": {env: {"random": r, "best": b, "source": s} for env, (r, b, s) in result["normalizers"].items()},

@@ -184,3 +184,29 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
             fig.colorbar(image, ax=ax, shrink=0.85)
         fig.tight_layout()
         return save(fig, out, name)
+
+
+def paper_comparison(ours: pd.DataFrame, paper: dict[str, float], settings: list[str], out: Path, name: str) -> list[str]:
+    """Per setting (rows): our normalized score over envs (bar, 95% CI) and the PPO paper's Table 1 (diamond).
+
+    ``ours`` has columns setting, value, low, high; ``paper``: setting -> the paper's number, where it has one.
+    """
+    with plt.rc_context(STYLE):
+        labels = 0.055 * max(len(s) for s in settings)  # inches of 7-pt tick labels beside the bars
+        fig, ax = plt.subplots(figsize=(PANEL[0] * 1.2 + labels, max(1.6, 0.28 * len(settings) + 0.8)))
+        rows = ours.set_index("setting").reindex(settings)
+        y = np.arange(len(settings))[::-1]
+        value, low, high = (rows[c].to_numpy(float) for c in ("value", "low", "high"))
+        ax.barh(y, value, xerr=[value - low, high - value], color=OKABE_ITO[0], alpha=0.8, capsize=2,
+                label="this report: mean over envs (95% CI)")  # fmt: skip
+        marks = [(yi, paper[s]) for yi, s in zip(y, settings) if s in paper]
+        if marks:
+            ax.scatter([p for _, p in marks], [yi for yi, _ in marks], marker="D", s=14, color=OKABE_ITO[3], zorder=3,
+                       label="PPO paper, Table 1 (7 MuJoCo tasks)")  # fmt: skip
+        ax.axvline(0.0, color="0.6", lw=0.6, ls=":")
+        ax.axvline(1.0, color="0.6", lw=0.6, ls="--")
+        ax.set_yticks(y, settings)
+        ax.set_xlabel("normalized score (random = 0, best setting = 1)")
+        ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), frameon=False)
+        fig.tight_layout()
+        return save(fig, out, name)

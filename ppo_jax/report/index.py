@@ -28,12 +28,14 @@ def _provenance(record: dict) -> list[str]:
 def _definitions(record: dict) -> list[str]:
     p = record["parameters"]
     score = record.get("score", {"metric": "episode_return", "label": "episodic return"})
+    reference = (" (--normalize best-setting: the reference is the best setting's mean final return on every env, as in "
+                 "the PPO paper, Schulman et al. 2017, sec. 6.1)") if p.get("normalize") == "best-setting" else ""  # fmt: skip
     lines = [
         f"- **Final return** of a run ({record.get('task', 'ppo')} task): mean {score['label']} (`{score['metric']}`) over "
         f"the last {p['last_percent']:g}% of its logged updates (from its own metrics table). **Evaluation** (if "
         "present): mean return of fresh episodes played by the final parameters, sampling actions (stochastic) or "
         "taking the mode (deterministic).",
-        "- **Normalized score**: (final return - random) / (best - random) per env, so random play = 0 and the reference = 1:",
+        f"- **Normalized score**: (final return - random) / (best - random) per env, so random play = 0 and the reference = 1{reference}:",
     ]
     for env, ref in record["normalizers"].items():
         lines.append(f"  - {env}: random {ref['random']:g}, best {ref['best']:g} ({ref['source']})")
@@ -57,6 +59,7 @@ FIGURE_TITLES = {
     "aggregates": "Aggregate normalized scores over envs (95% CIs)",
     "improvement": "Probability of improvement over the baseline (95% CIs)",
     "profiles": "Performance profiles: fraction of runs above each normalized score (95% CI bands)",
+    "paper_table1": "The PPO paper's Table 1 beside ours: normalized score over envs (mean, 95% CI)",
 }
 
 
@@ -71,6 +74,8 @@ def write_index(out: Path, result: dict, record: dict) -> None:
         md += [f"<details><summary>{name}: {title}</summary>", "", "```" + ("yaml" if kind == "sweep" else "json"), text.rstrip(), "```", "</details>", ""]
     sections = [("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
                 ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
+                ("paper_table1.md", ("The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
+                                     "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps)")),
                 ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
                 ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])")]  # fmt: skip
     for name, title in sections:

@@ -16,6 +16,10 @@
   settings in the report — the normalization of the PPO paper (Schulman et al.
   2017, Sec. 6.1) — and the report says so. The RLHF copy task's score is a
   share of positions right, so its own bounds, 0 and 1, normalize it.
+* With ``normalize="best-setting"`` (``ppo-jax report --normalize best-setting``)
+  every environment is normalized as in the PPO paper: ``best`` is the best
+  setting's mean final return in the report, documented or not (its Table 1 is
+  the mean of these scores over environments: ``ppo_jax.report.paper_table1``).
 """
 
 from __future__ import annotations
@@ -94,8 +98,15 @@ def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def normalizers(finals: pd.DataFrame, references: dict[str, Reference]) -> dict[str, tuple[float, float, str]]:
-    """env -> (random, best, how best was chosen); ReportError for an env with no random score."""
+NORMALIZATIONS = ("reference", "best-setting")
+
+
+def normalizers(finals: pd.DataFrame, references: dict[str, Reference], normalize: str = "reference") -> dict[str, tuple[float, float, str]]:
+    """env -> (random, best, how best was chosen); ReportError for an env with no random score.
+
+    ``normalize``: "reference" (a documented best where there is one) or "best-setting" (always the best
+    setting's mean final return, the PPO paper's normalization).
+    """
     out = {}
     for env, rows in finals.groupby("env", sort=False):
         if env not in references:
@@ -104,13 +115,14 @@ def normalizers(finals: pd.DataFrame, references: dict[str, Reference]) -> dict[
                 "--reference-scores FILE.yaml with {env: {random: R, best: B, source: text}}."
             )
         ref = references[env]
-        if ref.best is not None:
+        if ref.best is not None and normalize == "reference":
             out[env] = (ref.random, ref.best, ref.source)
             continue
         best = rows.groupby("setting")["final_return"].mean().max()
         if not math.isfinite(best) or best == ref.random:
-            raise ReportError(f"{env}: no documented best score and no finite best setting to normalize by.")
-        source = ref.source.replace("; best: none documented", "")
+            raise ReportError(f"{env}: no best score to normalize by: none documented (or --normalize best-setting) "
+                              f"and the best setting's mean final return ({best}) is not finite or equals random's.")
+        source = ref.source.split("; best:")[0]
         out[env] = (ref.random, float(best), f"{source}; best: the best setting in this report (PPO paper normalization)")
     return out
 

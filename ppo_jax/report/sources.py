@@ -4,6 +4,7 @@
     runs.curves     # one row per run x logged update: source, env, setting, seed, update, env_steps, metrics
     runs.evals      # one row per run: source, env, setting, seed, eval_return_stochastic, eval_return_deterministic
     runs.settings   # setting label -> {field: value} for the fields that tell settings apart
+    runs.configs    # setting label -> the config (dict) of its first run
 
 A *setting* is a configuration minus the environment and the seed. The fields
 that tell settings apart are those whose value differs between two runs **on
@@ -39,6 +40,7 @@ class Runs:
     setting_fields: list[str]
     provenance: list[dict]  # per source: path, kind, name, metadata (versions, commit, command, hardware)
     task: Task
+    configs: dict[str, dict]  # label -> every config field of the setting's first run
 
 
 def _read_json(path: Path):
@@ -202,11 +204,12 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
             per_env.setdefault(env, set()).add(json.dumps(config[field]))
         if any(len(v) > 1 for v in per_env.values()):
             varying.append(field)
-    labels, settings = [], {}
+    labels, settings, full = [], {}, {}
     for config in configs:
         values = {f: config[f] for f in varying}
         label = _label(values)
         settings.setdefault(label, values)
+        full.setdefault(label, config)
         labels.append(label)
     table = table.drop(columns=["_config"]).assign(setting=labels)
     duplicated = table.duplicated(["env", "setting", "seed", "update"])
@@ -220,4 +223,4 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
     evals = table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", "seed", *eval_cols]] if eval_cols else \
         pd.DataFrame(columns=["source", "env", "setting", "seed"])  # fmt: skip
     curves = table.drop(columns=eval_cols)
-    return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task)
+    return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task, full)

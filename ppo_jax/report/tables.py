@@ -1,6 +1,7 @@
 """Tables of final return per setting (rows) x env (columns): Markdown and LaTeX (booktabs).
 
-A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI); the best
+A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI), or the value alone where it has no
+CI (low and high NaN); the best
 IQM of each column is in bold (the lowest, for columns where lower is better). Numbers keep 3 significant digits (at least one
 decimal place below 100).
 """
@@ -35,7 +36,8 @@ def _cells(table: pd.DataFrame, settings: list[str], columns: list[str], lower_i
                 row_bold.append(False)
                 continue
             cell = match.iloc[0]
-            row_text.append(f"{fmt(cell['iqm'])} [{fmt(cell['low'])}, {fmt(cell['high'])}]")
+            interval = f" [{fmt(cell['low'])}, {fmt(cell['high'])}]" if math.isfinite(cell["low"]) or math.isfinite(cell["high"]) else ""
+            row_text.append(fmt(cell["iqm"]) + interval)
             row_bold.append(bool(math.isfinite(cell["iqm"]) and cell["iqm"] == best[column]))
         texts.append(row_text)
         bold.append(row_bold)

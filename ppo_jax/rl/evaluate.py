@@ -112,11 +112,10 @@ def trained_policy(cfg: PPOConfig, params, obs_stats: RunningMeanStd, *, determi
     return policy
 
 
-def random_policy_returns(env: str, key: jax.Array, num_episodes: int, backend: str | None = None) -> np.ndarray:
-    """Returns of ``num_episodes`` episodes of ``random_policy`` on ``env`` (compiled; ``float64[num_episodes]``).
-
-    ``backend``: a Brax task's physics pipeline (default: ``brax_envs.DEFAULT_BACKEND``)."""
-    spec = make_env(env, backend)
+def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.ndarray:
+    """Returns of ``num_episodes`` episodes of ``random_policy`` on ``env`` (compiled; ``float64[num_episodes]``;
+    a Brax task on its default pipeline, ``brax_envs.DEFAULT_BACKEND``)."""
+    spec = make_env(env)
     returns, _ = jax.jit(lambda k: play_episodes(spec, random_policy(spec), k, num_episodes))(key)
     return np.asarray(returns, np.float64)
 

@@ -21,6 +21,23 @@ records the preset's name).
   per update and per minibatch (GAE runs over the whole ``num_steps``, not per
   unroll). Brax's Hopper and Walker2d settings are for SAC, and Reacher's use
   an action repeat: the preset refuses those tasks.
+* ``none``: no preset, PPOConfig's own defaults (CleanRL's ppo.py: 4 envs x 128
+  steps, lr 2.5e-4 annealed, entropy 0.01, ...).
+
+Without ``--preset``, ``ppo-jax train`` starts from ``default_preset(env)``:
+``mujoco`` for a Brax task, ``none`` for every other env. The plain defaults are
+discrete-control settings (CartPole's); ``mujoco`` is the PPO paper's setting for
+the MuJoCo tasks Brax reimplements, and learns within a CPU's budget
+(docs/results.md: the Brax experiments). ``brax`` is not the default,
+even for the tasks it has: it is sized for an accelerator (2048-4096 envs,
+2M-100M steps; one update of inverted_double_pendulum takes 163,840 steps, so a
+300k-step run would make one update). gymnax's continuous-control envs
+(Pendulum-v1, MountainCarContinuous-v0, ...) keep the plain defaults, and their
+runs stay what they were: nothing here shows ``mujoco`` (one env, 1M steps)
+fits them better, and the experiments on them use CleanRL's continuous-control
+settings, written in their specs. The run prints the preset it started from and
+records it in metadata.json's ``run``. Sweeps apply no preset by themselves (a
+spec's ``base:`` says everything).
 """
 
 from __future__ import annotations
@@ -29,9 +46,12 @@ import dataclasses
 
 from ppo_jax.rl.brax_envs import PREFIX, is_brax
 from ppo_jax.rl.config import PPOConfig
-from ppo_jax.errors import ConfigError
+from ppo_jax.errors import ConfigError, close_matches
 
 PRESETS = ("mujoco", "brax")
+NONE = "none"
+"""The choice of no preset: PPOConfig's defaults (``--preset none``)."""
+CHOICES = (*PRESETS, NONE)
 
 MUJOCO = dict(
     total_timesteps=1_000_000,
@@ -104,15 +124,23 @@ def brax_values(task: str) -> dict:
     )
 
 
+def default_preset(env: str) -> str:
+    """The preset ``ppo-jax train --env env`` starts from without ``--preset``: mujoco for a Brax task, else none."""
+    return "mujoco" if is_brax(env) else NONE
+
+
 def preset_values(name: str, env: str) -> dict:
-    """The fields preset ``name`` sets for environment ``env``; ConfigError if it does not fit the env."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(PRESETS)}.")
+    """The fields preset ``name`` sets for environment ``env`` (none: no fields); ConfigError if it does not fit the env."""
+    if name not in CHOICES:
+        raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(CHOICES)} (the plain defaults).")
     from ppo_jax.rl.config import known_env_names
     from ppo_jax.rl.envs import make_env  # gymnax: imported on first use (see ppo_jax.task_contract)
 
     if env not in known_env_names():
-        raise ConfigError(f"unknown environment {env!r}. Run `ppo-jax envs` to list all environment ids.")
+        raise ConfigError(f"unknown environment {env!r}.{close_matches(str(env), known_env_names())} "
+                          "Run `ppo-jax envs` to list all environment ids.")  # fmt: skip
+    if name == NONE:
+        return {}
     if name == "mujoco":
         if not is_brax(env) and make_env(env).discrete:
             raise ConfigError(

@@ -45,4 +45,5 @@ PPO = Task(
     reported=("episode_return",),
     env_field="env",
     steps_per_update_fields=("num_envs", "num_steps"),
+    command="train",
 )

@@ -42,6 +42,7 @@ RLHF = Task(
     env_id="copy",
     shared_fields=PRETRAIN_FIELDS,
     steps_per_update_fields=("num_prompts",),
+    command="rlhf",
 )
 """The score a report ranks by is the programmatic one (true_score): the reward model's ``score`` is a proxy that
 PPO can over-optimise (Gao et al. 2022). Final values: mean over the last 10% of updates."""

@@ -22,7 +22,7 @@ import pytest
 
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.config_fields import field_names
-from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.final_values import bootstrap_ci
 from ppo_jax.rl.task import METRIC_NAMES, PPO
 from ppo_jax.storage.run_dir import load_config, load_params
 from tests.helpers import snapshot
@@ -85,6 +85,7 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert {"python", "jax", "jaxlib", "flax", "optax", "gymnax", "ppo_jax"} <= set(metadata["versions"])
     assert metadata["backend"] in ("cpu", "gpu", "tpu", "cuda", "rocm") and metadata["devices"]
     assert metadata["command"][:2] == ["ppo-jax", "train"] and "--seeds" in metadata["command"]
+    assert metadata["run"]["preset"] is None and "preset" not in proc.stdout  # CartPole: no preset
     assert metadata["compile_seconds"] > 0 and metadata["run_seconds"] > 0
     assert metadata["task"] == "ppo" and metadata["env_steps"] == 2 * 1024
     final = metadata["final"]
@@ -100,8 +101,7 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert (metrics["env_steps"] == (metrics["update"] + 1) * TINY_BATCH).all()
     assert metrics["loss"].notna().all() and metrics["learning_rate"].iloc[0] == pytest.approx(2.5e-4)
     per_seed = metrics.pivot(index="seed", columns="update", values="episode_return").to_numpy()
-    np.testing.assert_allclose(final_value(per_seed, 0.05), final["episode_return"]["per_seed"])
-    # 8 updates: the final value is the last update's return; mean and CI over the 2 seeds
+    # 8 updates, 5% -> 0.4 -> rounded up to 1: the final value is the last update's return; mean and CI over the 2 seeds
     np.testing.assert_allclose(final["episode_return"]["per_seed"], per_seed[:, -1])
     mean, low, high = bootstrap_ci(final["episode_return"]["per_seed"])
     assert final["episode_return"]["mean"] == pytest.approx(np.mean(per_seed[:, -1])) == pytest.approx(mean)
@@ -129,6 +129,31 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert list(evaluation.columns) == ["seed", "policy", "episode", "return", "length"] and len(evaluation) == 2 * 2 * 16
     assert (evaluation["return"] == evaluation["length"]).all()  # CartPole: +1 per step
     assert set(evaluation.policy) == {"stochastic", "deterministic"} and "evaluation (16 fresh episodes" in proc.stdout
+
+
+def test_final_values_over_several_updates_by_hand():
+    """The CLI's final values (printed, metadata.json) on windows longer than the end-to-end run's single update."""
+    from ppo_jax.cli.run_task import final_values
+    from ppo_jax.rlhf.task import RLHF
+
+    # PPO, 60 updates: 5% of 60 = 3 (not ceil(3.0000000000000004) = 4): updates 57, 58, 59, NaN skipped.
+    ret = np.stack([np.arange(60.0), 100.0 + np.arange(60.0)])
+    ret[1, 58] = np.nan
+    hand = [(57 + 58 + 59) / 3, (157 + 159) / 2]  # 58, 158
+    final = final_values(PPO, {"episode_return": ret}, 60)
+    assert set(final) == {"episode_return"}
+    np.testing.assert_allclose(final["episode_return"]["per_seed"], hand)
+    assert final["episode_return"]["mean"] == pytest.approx(108.0)
+    # From metrics.csv the CLI reads only the window (storage.run_dir.read_final_window): the same values.
+    windowed = final_values(PPO, {"episode_return": ret[:, -3:]}, 60)
+    np.testing.assert_allclose(windowed["episode_return"]["per_seed"], hand)
+
+    # RLHF, 25 updates: 10% of 25 = 2.5 -> 3 updates: 22, 23, 24; metric i of seed s is (i + 1) * u + 10 * s.
+    metrics = {name: np.stack([(i + 1) * np.arange(25.0) + 10 * s for s in range(2)]) for i, name in enumerate(RLHF.reported)}
+    final = final_values(RLHF, metrics, 25)
+    assert list(final) == list(RLHF.reported)
+    for i, name in enumerate(RLHF.reported):
+        np.testing.assert_allclose(final[name]["per_seed"], [(i + 1) * 23.0, (i + 1) * 23.0 + 10], err_msg=name)
 
 
 def test_existing_run_dir_needs_force(run_dir, tmp_path):
@@ -198,11 +223,18 @@ def test_bad_envs_presets_and_distributions_are_refused_before_compiling(args, e
 
 
 def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path):
-    # One update of the PPO paper's MuJoCo preset on Pendulum (2048 steps), its horizon overridden; no --out.
+    # Two updates of the PPO paper's MuJoCo preset on Pendulum (2048 steps), its horizon overridden.
+    out = tmp_path / "run"
     proc = cli("train", "--env", "Pendulum-v1", "--preset", "mujoco", "--num-steps", "256", "--num-minibatches", "4",
-               "--total-timesteps", "512", "--eval-episodes", "0", timeout=120)  # fmt: skip
+               "--total-timesteps", "512", "--eval-episodes", "0", "--out", str(out), timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "2 updates x 256 env steps" in proc.stdout
+    assert proc.stdout.startswith("preset: mujoco\nPendulum-v1: 1 seed x 2 updates x 256 env steps")
+    # Table 3's values where no flag overrides them (1 env, 10 epochs, Adam 3e-4 constant, no entropy bonus)
+    cfg = load_config(out)[1]
+    assert (cfg.num_envs, cfg.num_steps, cfg.num_minibatches, cfg.update_epochs, cfg.lr_schedule) == (1, 256, 4, 10, "constant")
+    assert (cfg.lr, cfg.ent_coef, cfg.normalize_obs) == (np.float32(3e-4), 0, True)
+    assert "preset" not in json.loads((out / "config.json").read_text())  # config.json: the task, the config, the seeds
+    assert json.loads((out / "metadata.json").read_text())["run"]["preset"] == "mujoco"
     help_text = cli("train", "--env", "Pendulum-v1", "--preset", "mujoco", "--help", timeout=120).stdout
     assert "--update-epochs INT" in help_text and "(default: 10)" in help_text and "(default: 2048)" in help_text
 

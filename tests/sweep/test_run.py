@@ -26,7 +26,7 @@ import pytest
 
 from ppo_jax import sweep
 from ppo_jax.cli import main
-from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.final_values import bootstrap_ci
 from ppo_jax.rl.task import EVAL_NAMES, PPO
 from ppo_jax.sweep.program import window_metrics
 from ppo_jax.sweep.table import metric_columns
@@ -97,10 +97,9 @@ def test_directory_and_table_layout(tiny):
     assert list(summary.columns) == ["env", "setting_id", "clip_eps", "seeds", "final_episode_return",
                                      "final_episode_return_ci95_low", "final_episode_return_ci95_high"]  # fmt: skip
     assert summary.clip_eps.tolist() == [0.1, 0.2, 0.3] and (summary.seeds == 2).all()
-    for row in summary.itertuples():  # final value of a run: mean over its last 5% of updates (8 -> the last one)
+    for row in summary.itertuples():  # final value of a run: mean over its last 5% of updates (8 -> 0.4 -> 1: the last)
         runs = table[table.setting_id == row.setting_id]
         finals = [runs[runs.seed == s].episode_return.to_numpy()[-1] for s in (0, 7)]
-        assert [final_value(runs[runs.seed == s].episode_return.to_numpy(), 0.05) for s in (0, 7)] == pytest.approx(finals)
         mean, low, high = bootstrap_ci(finals)
         assert row.final_episode_return == pytest.approx(np.mean(finals)) == pytest.approx(mean)
         assert (row.final_episode_return_ci95_low, row.final_episode_return_ci95_high) == pytest.approx((low, high))
@@ -204,6 +203,31 @@ def test_window_metrics_by_hand():
     np.testing.assert_allclose(out["episode_return"], [2.0, 5.0, 7.0])  # NaN skipped, short last window
     np.testing.assert_allclose(out["episodes"], [4.0, 15.0, 7.0])  # summed
     assert window_metrics({"loss": values}, 1)["loss"] is values
+
+
+def test_summary_final_values_over_several_updates_by_hand():
+    # The tiny runs above have 8 updates: their 5% window is the last update alone. Here 60 updates per run:
+    # 5% of 60 = 3 (not ceil(3.0000000000000004) = 4): updates 57, 58, 59, NaN skipped.
+    spec = sweep.load_spec(TINY_SPEC)  # 3 settings (clip_eps 0.1, 0.2, 0.3) x seeds 0, 7
+    assert spec.log_every == 1 and spec.axes == ("clip_eps",)
+    rows = []
+    for setting in spec.settings:
+        for seed in (0, 7):
+            ret = 10.0 * setting.setting_id + seed + np.arange(60.0)  # update u: 10 * setting + seed + u
+            if (setting.setting_id, seed) == (1, 7):
+                ret[59] = np.nan  # no episode ended: the window's mean skips it
+            rows.append(pd.DataFrame({"env": setting.env, "setting_id": setting.setting_id, "seed": seed,
+                                      "update": np.arange(60), "clip_eps": setting.values["clip_eps"],
+                                      "episode_return": ret}))  # fmt: skip
+    summary = sweep.table.summarize(spec, pd.concat(rows, ignore_index=True))
+    # Per run: 10 * setting + seed + mean(57, 58, 59) = ... + 58, and ... + mean(57, 58) = ... + 57.5 for (1, 7).
+    # Per setting: the mean over seeds 0 and 7 of those.
+    expected = [(0 + 58 + 7 + 58) / 2, (10 + 58 + 17 + 57.5) / 2, (20 + 58 + 27 + 58) / 2]
+    np.testing.assert_allclose(summary.final_episode_return, expected)
+    assert (summary.seeds == 2).all() and summary.clip_eps.tolist() == [0.1, 0.2, 0.3]
+    # Two seeds 7 apart: the percentile-bootstrap interval of their mean lies within [min, max] = mean -+ 3.5.
+    assert (summary.final_episode_return_ci95_low >= np.array(expected) - 3.5 - 1e-9).all()
+    assert (summary.final_episode_return_ci95_high <= np.array(expected) + 3.5 + 1e-9).all()
 
 
 @pytest.mark.skipif(not os.environ.get("PPO_JAX_TEST_MULTIHOST"), reason="~90 s; set PPO_JAX_TEST_MULTIHOST=1 to run")

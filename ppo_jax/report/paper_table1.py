@@ -1,0 +1,85 @@
+"""The PPO paper's Table 1 beside ours (``ppo-jax report --normalize best-setting``).
+
+Schulman et al. (2017), "Proximal Policy Optimization Algorithms", sec. 6.1 and
+Table 1: per environment a random policy scores 0 and the best setting 1; a
+setting's number is its normalized score averaged over environments (7 MuJoCo
+tasks, 3 seeds each, 1M env steps). Ours is the same quantity: the report's
+normalized scores with ``normalize="best-setting"`` (``scores.normalizers``:
+random = the reference random policy, best = the best setting's mean final
+return in the report) and their "Mean" aggregate (``intervals.aggregates``:
+mean over envs of the mean over runs, 95% stratified-bootstrap CI).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from ppo_jax.report import figures, tables
+
+# Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks (3 seeds each, 1M steps),
+# keyed by (objective, its coefficient): clip_eps of clipping, d_targ (kl_target) of adaptive KL, beta of fixed KL.
+PAPER_TABLE_1 = {
+    ("unclipped", None): -0.39,
+    ("clip", 0.1): 0.76,
+    ("clip", 0.2): 0.82,
+    ("clip", 0.3): 0.70,
+    ("kl_adaptive", 0.003): 0.68,
+    ("kl_adaptive", 0.01): 0.74,
+    ("kl_adaptive", 0.03): 0.71,
+    ("kl_fixed", 0.3): 0.62,
+    ("kl_fixed", 1.0): 0.71,
+    ("kl_fixed", 3.0): 0.72,
+    ("kl_fixed", 10.0): 0.69,
+}
+COEFFICIENT = {"unclipped": None, "clip": "clip_eps", "kl_adaptive": "kl_target", "kl_fixed": "kl_beta"}
+ALL_ENVS = "all envs: mean [95% CI]"
+PAPER = "PPO paper, Table 1"
+
+
+def paper_score(config: dict) -> float | None:
+    """The paper's Table 1 number for a PPO config (its objective and coefficient, constant clip range, no
+    early stopping), or None where the paper has no such row."""
+    if config["clip_schedule"] != "constant" or config["adaptive_clip"] or config["early_stop_kl"]:
+        return None
+    objective = config["objective"]
+    if objective not in COEFFICIENT:
+        return None
+    field = COEFFICIENT[objective]
+    return PAPER_TABLE_1.get((objective, None if field is None else round(float(config[field]), 4)))
+
+
+def table(per_env: pd.DataFrame, aggregates: pd.DataFrame, settings: list[str], envs: list[str],
+          configs: dict[str, dict]) -> pd.DataFrame:  # fmt: skip
+    """Long table for ``tables.markdown`` (env = column, setting, iqm = the value, low, high), per setting:
+    each env's normalized score (``per_env``'s mean over seeds, ``mean_score``), the "Mean" aggregate over envs
+    [95% CI], the paper's number."""
+    rows = []
+    means = per_env.set_index(["env", "setting"])["mean_score"]
+    for setting in settings:
+        for env in envs:
+            rows.append({"env": env, "setting": setting, "iqm": means[(env, setting)], "low": math.nan, "high": math.nan})
+        mean = aggregates[(aggregates["setting"] == setting) & (aggregates["metric"] == "Mean")].iloc[0]
+        rows.append({"env": ALL_ENVS, "setting": setting, "iqm": mean["value"], "low": mean["low"], "high": mean["high"]})
+        paper = paper_score(configs[setting])
+        if paper is not None:
+            rows.append({"env": PAPER, "setting": setting, "iqm": paper, "low": math.nan, "high": math.nan})
+    return pd.DataFrame(rows)
+
+
+def write(out: Path, long: pd.DataFrame, settings: list[str], envs: list[str], norms: dict) -> tuple[list[str], list[str]]:
+    """Write ``paper_table1.{md,tex}`` and its figure ``paper_table1.{png,pdf}`` from ``table``'s ``long``;
+    ``norms``: env -> (random, best, source). Returns (table files, figure files)."""
+    columns = [*envs, ALL_ENVS, PAPER]
+    bounds = "; ".join(f"{env} {tables.fmt(r)}, {tables.fmt(b)}" for env, (r, b, _) in norms.items())
+    caption = (f"Normalized score as in Schulman et al. (2017, Table 1): random policy = 0, best setting = 1 per env "
+               f"(random, best: {bounds}); per env the mean over seeds; all envs: their mean [95% CI]; "
+               f"{PAPER}: 7 MuJoCo tasks, 3 seeds, 1M steps.")  # fmt: skip
+    (out / "paper_table1.md").write_text(tables.markdown(long, settings, columns))
+    (out / "paper_table1.tex").write_text(tables.latex(long, settings, columns, caption))
+    ours = long[long["env"] == ALL_ENVS].rename(columns={"iqm": "value"})
+    paper = long[long["env"] == PAPER].set_index("setting")["iqm"].to_dict()
+    drawn = figures.paper_comparison(ours, paper, settings, out, "paper_table1")
+    return ["paper_table1.md", "paper_table1.tex"], drawn
