@@ -23,4 +23,14 @@ moved_modules.install()
 
 __version__ = "0.1.0"
 
-__all__ = ["PPOConfig", "validate", "ConfigError", "SpecError", "ReportError", "Task", "TASKS", "get_task", "__version__"]
+__all__ = [
+    "PPOConfig",
+    "validate",
+    "ConfigError",
+    "SpecError",
+    "ReportError",
+    "Task",
+    "TASKS",
+    "get_task",
+    "__version__",
+]

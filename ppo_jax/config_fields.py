@@ -137,7 +137,9 @@ def check_range(name: str, value, *, low=None, high=None, low_open=False, allow_
 
 def check_choice(name: str, value, choices) -> None:
     if value not in choices:
-        raise ConfigError(f"unknown {name} {value!r}.{close_matches(str(value), choices)} Choose one of: {', '.join(choices)}.")
+        raise ConfigError(
+            f"unknown {name} {value!r}.{close_matches(str(value), choices)} Choose one of: {', '.join(choices)}."
+        )
 
 
 def check_positive_ints(cfg, names, *, allow_zero=()) -> None:
@@ -156,4 +158,6 @@ def check_leaf_shapes(cfg) -> None:
         raise ConfigError(f"config leaves must be scalars or 1-D stacks, got shapes {shapes}.")
     lengths = {s[0] for s in shapes.values() if s}
     if len(lengths) > 1:
-        raise ConfigError(f"stacked config leaves have different lengths {sorted(lengths)}; stack every leaf to the same length.")
+        raise ConfigError(
+            f"stacked config leaves have different lengths {sorted(lengths)}; stack every leaf to the same length."
+        )

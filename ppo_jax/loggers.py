@@ -32,10 +32,12 @@ def check_loggers(names, out) -> tuple[str, ...]:
     names = tuple(dict.fromkeys(names))
     for name in names:
         if name not in LOGGERS:
-            raise ConfigError(f"--log {name}: unknown logger; choose from {', '.join(LOGGERS)} "
-                              "(metrics.csv is always written with --out).")  # fmt: skip
+            raise ConfigError(
+                f"--log {name}: unknown logger; choose from {', '.join(LOGGERS)} "
+                "(metrics.csv is always written with --out)."
+            )
         if importlib.util.find_spec(_PACKAGES[name]) is None:
-            raise ConfigError(f"--log {name} needs the {_PACKAGES[name]} package: pip install \"ppo-jax[{name}]\".")
+            raise ConfigError(f'--log {name} needs the {_PACKAGES[name]} package: pip install "ppo-jax[{name}]".')
     if names and out is None:
         raise ConfigError(f"--log {' '.join(names)} writes into the run directory: add --out DIR.")
     return names
@@ -74,8 +76,15 @@ class WandbLogger:
         self.wandb = wandb
         mode = os.environ.get("WANDB_MODE", "offline")
         self.runs = [
-            wandb.init(project=os.environ.get("WANDB_PROJECT", "ppo_jax"), dir=str(path), mode=mode, config={**config, "seed": int(s)},
-                       name=f"{path.name}/seed_{s}", group=path.name, reinit="create_new")  # fmt: skip
+            wandb.init(
+                project=os.environ.get("WANDB_PROJECT", "ppo_jax"),
+                dir=str(path),
+                mode=mode,
+                config={**config, "seed": int(s)},
+                name=f"{path.name}/seed_{s}",
+                group=path.name,
+                reinit="create_new",
+            )
             for s in seeds
         ]
 

@@ -61,9 +61,20 @@ class ProgressReporter:
     any order the callbacks arrive.
     """
 
-    def __init__(self, num_updates: int, steps_per_update: int, num_runs: int = 1, *, score: str,
-                 stream=None, every_percent: float = 10.0, unit: str = "env steps", enabled: bool = True,
-                 report_every: int = 1, start_update: int = 0):  # fmt: skip
+    def __init__(
+        self,
+        num_updates: int,
+        steps_per_update: int,
+        num_runs: int = 1,
+        *,
+        score: str,
+        stream=None,
+        every_percent: float = 10.0,
+        unit: str = "env steps",
+        enabled: bool = True,
+        report_every: int = 1,
+        start_update: int = 0,
+    ):
         self.num_updates, self.steps_per_update, self.num_runs = num_updates, steps_per_update, num_runs
         self.start_update = start_update  # a resumed run: the rate counts the updates of this process
         self.score, self.unit = score, unit
@@ -92,7 +103,12 @@ class ProgressReporter:
     def _show(self, update_idx: int, scores: np.ndarray) -> None:
         done = update_idx + 1
         steps = done * self.steps_per_update
-        rate = (done - self.start_update) * self.steps_per_update * self.num_runs / max(time.perf_counter() - self.start, 1e-9)
+        rate = (
+            (done - self.start_update)
+            * self.steps_per_update
+            * self.num_runs
+            / max(time.perf_counter() - self.start, 1e-9)
+        )
         mean = float(np.nanmean(scores)) if np.isfinite(scores).any() else float("nan")
         text = f"{steps:,} {self.unit}/run  {self.score} {mean:.3g}  {rate:,.0f} {self.unit}/s"
         if self.interactive:
@@ -104,8 +120,11 @@ class ProgressReporter:
             self.bar.set_postfix_str(text, refresh=False)
             self.bar.refresh()
         elif done % self.every == 0 or done == self.num_updates:
-            print(f"update {done}/{self.num_updates} ({100 * done / self.num_updates:.0f}%): {text}",
-                  file=self.stream, flush=True)  # fmt: skip
+            print(
+                f"update {done}/{self.num_updates} ({100 * done / self.num_updates:.0f}%): {text}",
+                file=self.stream,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

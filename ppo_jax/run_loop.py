@@ -61,9 +61,21 @@ def stop_requests():
             signal.signal(sig, old)
 
 
-def run_segments(segments: Segments, task, cfg, seeds, carry, shared, *, first_update: int = 0, run: LiveRun | None = None,
-                 checkpoints: Checkpoints | None = None, checkpoint_every: int | None = None, loggers=(),
-                 meta: dict | None = None) -> RunResult:  # fmt: skip
+def run_segments(
+    segments: Segments,
+    task,
+    cfg,
+    seeds,
+    carry,
+    shared,
+    *,
+    first_update: int = 0,
+    run: LiveRun | None = None,
+    checkpoints: Checkpoints | None = None,
+    checkpoint_every: int | None = None,
+    loggers=(),
+    meta: dict | None = None,
+) -> RunResult:
     """Run the segments from ``first_update`` (a segment boundary) to the end; see the module docstring.
 
     ``meta`` is stored with every checkpoint (with ``update`` and ``metrics_bytes``).
@@ -88,7 +100,9 @@ def run_segments(segments: Segments, task, cfg, seeds, carry, shared, *, first_u
         for logger in loggers:
             logger.write(first, metrics)
         stop = bool(requested[0]) and done < segments.num_updates
-        due = checkpoint_every is not None and done - last_checkpoint >= checkpoint_every and done < segments.num_updates
+        due = (
+            checkpoint_every is not None and done - last_checkpoint >= checkpoint_every and done < segments.num_updates
+        )
         if checkpoints is not None and (due or stop):
             if run is not None:
                 run.sync_metrics()  # the rows the checkpoint covers are on disk before it is

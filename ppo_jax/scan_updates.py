@@ -21,8 +21,17 @@ from jax import lax
 from ppo_jax.progress import report_update
 
 
-def scan_updates(step: Callable, carry, first, num: int, *, num_updates: int, masked: bool = False,
-                 on_update: Callable | None = None, report_every: int = 1):  # fmt: skip
+def scan_updates(
+    step: Callable,
+    carry,
+    first,
+    num: int,
+    *,
+    num_updates: int,
+    masked: bool = False,
+    on_update: Callable | None = None,
+    report_every: int = 1,
+):
     """Updates ``first .. first + num - 1`` of a run of ``num_updates``: ``lax.scan`` over ``step(carry, update_idx)``.
 
     Args:

@@ -23,15 +23,16 @@ from __future__ import annotations
 import math
 import re
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.task_contract import Task
 from ppo_jax.scan_updates import scan_updates
+from ppo_jax.task_contract import Task
 from ppo_jax.vmap_runs import vmap_runs
 
 MAX_SEGMENT_METRICS_BYTES = 64 * 2**20
@@ -48,7 +49,9 @@ def checkpoint_interval(value: str | None, num_updates: int) -> int | None:
         return max(1, math.ceil(float(match.group(1)) / 100 * num_updates))
     if text.isdigit() and int(text) > 0:
         return int(text)
-    raise ConfigError(f"--checkpoint-every {value!r}: give a percentage of the updates (e.g. 5%) or a number of updates (e.g. 100).")
+    raise ConfigError(
+        f"--checkpoint-every {value!r}: give a percentage of the updates (e.g. 5%) or a number of updates (e.g. 100)."
+    )
 
 
 def segment_length(num_updates: int, requested: int | None, *, num_runs: int, num_metrics: int) -> int:
@@ -89,15 +92,24 @@ class Segments(NamedTuple):
         return range(first, self.num_updates, self.length)
 
 
-def compile_segments(task: Task, cfg, keys, shared, length: int, *, on_update: Callable | None = None,
-                     report_every: int = 1) -> Segments:  # fmt: skip
+def compile_segments(
+    task: Task, cfg, keys, shared, length: int, *, on_update: Callable | None = None, report_every: int = 1
+) -> Segments:
     """Compile ``init`` and one segment of ``length`` updates, vmapped over the runs' ``keys`` (``cfg`` and ``shared`` shared)."""
     num_updates = task.num_updates(cfg)
     masked = num_updates % length != 0
 
     def advance(cfg, carry, first, shared):
-        return scan_updates(lambda c, u: task.step(cfg, c, u, shared), carry, first, length, num_updates=num_updates,
-                            masked=masked, on_update=on_update, report_every=report_every)  # fmt: skip
+        return scan_updates(
+            lambda c, u: task.step(cfg, c, u, shared),
+            carry,
+            first,
+            length,
+            num_updates=num_updates,
+            masked=masked,
+            on_update=on_update,
+            report_every=report_every,
+        )
 
     start = time.perf_counter()
     init = jax.jit(vmap_runs(task.init, in_axes=(None, 0, None)))

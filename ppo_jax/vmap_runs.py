@@ -28,16 +28,22 @@ def vmap_runs(fn: Callable, in_axes: Sequence[int | None]) -> Callable:
     """
     in_axes = tuple(in_axes)
     if any(axis not in (0, None) for axis in in_axes) or all(axis is None for axis in in_axes):
-        raise ValueError(f"vmap_runs maps leading axes: in_axes must be 0 or None per argument, one 0 at least; got {in_axes}")
+        raise ValueError(
+            f"vmap_runs maps leading axes: in_axes must be 0 or None per argument, one 0 at least; got {in_axes}"
+        )
     batched = jax.vmap(fn, in_axes=in_axes)
 
     def call(*args):
         if len(args) != len(in_axes):
             raise TypeError(f"expected {len(in_axes)} positional arguments (in_axes {in_axes}), got {len(args)}")
-        sizes = {leaf.shape[0] for arg, axis in zip(args, in_axes) if axis == 0 for leaf in jax.tree.leaves(arg)}
+        sizes = {
+            leaf.shape[0] for arg, axis in zip(args, in_axes, strict=True) if axis == 0 for leaf in jax.tree.leaves(arg)
+        }
         if sizes != {1}:
             return batched(*args)
-        one_run = [arg if axis is None else jax.tree.map(lambda x: x[0], arg) for arg, axis in zip(args, in_axes)]
+        one_run = [
+            arg if axis is None else jax.tree.map(lambda x: x[0], arg) for arg, axis in zip(args, in_axes, strict=True)
+        ]
         return jax.tree.map(_add_run_axis, fn(*one_run))
 
     return call

@@ -34,18 +34,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import bench_against  # scripts/bench_against.py
 import jax
 from jax import lax
 
 from ppo_jax import PPOConfig
-from ppo_jax.rl.envs import make_env
 from ppo_jax.progress import ProgressReporter
+from ppo_jax.rl.envs import make_env
 from ppo_jax.rl.rollout import rollout
-from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.rl.train import init, train
+from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.vmap_runs import vmap_runs
-
-import bench_against  # scripts/bench_against.py
 
 CASES = {
     # name: (seeds, config overrides, progress callback: None, "cli" (every 5% of updates) or "every" update)
@@ -89,6 +88,7 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
 
         def fn(cfg, key):
             return train(cfg, key, on_update=reporter if progress else None, report_every=every)
+
     fn = vmap_runs(fn, in_axes=(None, 0))  # as ppo-jax train: one seed unbatched
     keys = jax.random.split(jax.random.key(0), seeds)
 
@@ -144,30 +144,56 @@ def measure_sweep(name: str, cfg: PPOConfig, seeds: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
-    parser.add_argument("--total-timesteps", type=int, default=None,
-                        help="env steps per seed (default 100k; with --against: 100k CartPole, 40,960 Pendulum)")
+    parser.add_argument(
+        "--total-timesteps",
+        type=int,
+        default=None,
+        help="env steps per seed (default 100k; with --against: 100k CartPole, 40,960 Pendulum)",
+    )
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per case; the minimum is reported")
-    parser.add_argument("--out", type=Path, default=None, help="JSON file (default bench_results/bench.json, "
-                        "or bench_results/against_purejaxrl.json with --against)")
-    parser.add_argument("--against", choices=["purejaxrl"], default=None,
-                        help="run a peer's PPO beside ours on the same work, alternating (scripts/bench_against.py)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="JSON file (default bench_results/bench.json, or bench_results/against_purejaxrl.json with --against)",
+    )
+    parser.add_argument(
+        "--against",
+        choices=["purejaxrl"],
+        default=None,
+        help="run a peer's PPO beside ours on the same work, alternating (scripts/bench_against.py)",
+    )
     parser.add_argument("--peer-path", type=Path, default=None, help="a local checkout of the peer (with --against)")
-    parser.add_argument("--envs", nargs="+", default=["CartPole-v1", "Pendulum-v1"], choices=["CartPole-v1", "Pendulum-v1"],
-                        help="with --against: the tasks (default both)")
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        default=["CartPole-v1", "Pendulum-v1"],
+        choices=["CartPole-v1", "Pendulum-v1"],
+        help="with --against: the tasks (default both)",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 16, 64], help="with --against: seed counts")
-    parser.add_argument("--row-timeout", type=float, default=bench_against.ROW_TIMEOUT,
-                        help="with --against: seconds per row before it is reported as hung")
+    parser.add_argument(
+        "--row-timeout",
+        type=float,
+        default=bench_against.ROW_TIMEOUT,
+        help="with --against: seconds per row before it is reported as hung",
+    )
     args = parser.parse_args()
     if args.against:
         if args.peer_path is None:
-            parser.error("--against needs --peer-path, a local checkout (git clone https://github.com/luchris429/purejaxrl)")
-        rows = bench_against.run(args.peer_path, args.envs, args.seeds,
-                                 args.total_timesteps, args.repeats, args.row_timeout)
+            parser.error(
+                "--against needs --peer-path, a local checkout (git clone https://github.com/luchris429/purejaxrl)"
+            )
+        rows = bench_against.run(
+            args.peer_path, args.envs, args.seeds, args.total_timesteps, args.repeats, args.row_timeout
+        )
         write(rows, args.out or Path(f"bench_results/against_{args.against}.json"))
         return
 
     rows = []
-    header = f"{'case':<10} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
+    header = (
+        f"{'case':<10} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
+    )
     print(header)
     print("-" * len(header))
     for name in args.cases:

@@ -46,10 +46,27 @@ ROW_TIMEOUT = 1800.0  # seconds per row before it is reported as hung
 COMPILE_ROUNDS = 3  # compiles per side, alternating; the minimum is reported
 DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960}  # per seed; Pendulum updates are ~20x dearer
 
-_CARTPOLE = {"LR": 2.5e-4, "NUM_ENVS": 4, "NUM_STEPS": 128, "UPDATE_EPOCHS": 4, "NUM_MINIBATCHES": 4, "ENT_COEF": 0.01,
-             "ACTIVATION": "tanh", "ANNEAL_LR": True}  # fmt: skip
-_PENDULUM = {"LR": 1e-3, "NUM_ENVS": 8, "NUM_STEPS": 256, "UPDATE_EPOCHS": 10, "NUM_MINIBATCHES": 32, "ENT_COEF": 0.0,
-             "ACTIVATION": "tanh", "ANNEAL_LR": True, "NORMALIZE_ENV": True}  # fmt: skip
+_CARTPOLE = {
+    "LR": 2.5e-4,
+    "NUM_ENVS": 4,
+    "NUM_STEPS": 128,
+    "UPDATE_EPOCHS": 4,
+    "NUM_MINIBATCHES": 4,
+    "ENT_COEF": 0.01,
+    "ACTIVATION": "tanh",
+    "ANNEAL_LR": True,
+}
+_PENDULUM = {
+    "LR": 1e-3,
+    "NUM_ENVS": 8,
+    "NUM_STEPS": 256,
+    "UPDATE_EPOCHS": 10,
+    "NUM_MINIBATCHES": 32,
+    "ENT_COEF": 0.0,
+    "ACTIVATION": "tanh",
+    "ANNEAL_LR": True,
+    "NORMALIZE_ENV": True,
+}
 _COMMON = {"GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "DEBUG": False}
 
 
@@ -63,9 +80,19 @@ def our_config(env: str, total_timesteps: int) -> PPOConfig:
     """The PPOConfig doing the same work as ``peer_config(env, ...)``."""
     if env == "CartPole-v1":
         return PPOConfig(env=env, total_timesteps=total_timesteps)
-    return PPOConfig(env=env, total_timesteps=total_timesteps, num_envs=8, num_steps=256, num_minibatches=32,
-                     update_epochs=10, lr=1e-3, ent_coef=0.0, normalize_obs=True, normalize_reward=True,
-                     hidden_sizes=(256, 256))  # fmt: skip
+    return PPOConfig(
+        env=env,
+        total_timesteps=total_timesteps,
+        num_envs=8,
+        num_steps=256,
+        num_minibatches=32,
+        update_epochs=10,
+        lr=1e-3,
+        ent_coef=0.0,
+        normalize_obs=True,
+        normalize_reward=True,
+        hidden_sizes=(256, 256),
+    )
 
 
 def _final_return_ours(out, num_updates: int) -> float:
@@ -123,8 +150,10 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
             times[side].append(seconds)
     env_steps = seeds * cfg.num_updates * cfg.batch_size
     row = {"env": env, "seeds": seeds, "env_steps_per_seed": cfg.num_updates * cfg.batch_size}
-    for side, compile_s, final in (("ours", ours_compile, _final_return_ours(outs["ours"], cfg.num_updates)),
-                                   ("peer", peer_compile, _final_return_peer(outs["peer"], cfg.num_updates))):  # fmt: skip
+    for side, compile_s, final in (
+        ("ours", ours_compile, _final_return_ours(outs["ours"], cfg.num_updates)),
+        ("peer", peer_compile, _final_return_peer(outs["peer"], cfg.num_updates)),
+    ):
         row[side] = {
             "compile_s": round(compile_s, 2),
             "run_s_min": round(min(times[side]), 3),
@@ -145,12 +174,17 @@ def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
     keys = jax.random.split(jax.random.key(0), seeds)
     compiled = jax.jit(vmap_runs(train, in_axes=(None, 0))).lower(cfg, keys).compile()
     times = [_time(compiled, cfg, keys)[0] for _ in range(repeats)]
-    return {"run_s_min": round(min(times), 3), "run_s_all": [round(t, 3) for t in times],
-            "env_steps_per_s": round(seeds * cfg.num_updates * cfg.batch_size / min(times))}  # fmt: skip
+    return {
+        "run_s_min": round(min(times), 3),
+        "run_s_all": [round(t, 3) for t in times],
+        "env_steps_per_s": round(seeds * cfg.num_updates * cfg.batch_size / min(times)),
+    }
 
 
-HEADER = (f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
-          f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}")  # fmt: skip
+HEADER = (
+    f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
+    f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}"
+)
 
 
 def _without_flag_line(row: dict) -> str:
@@ -172,13 +206,17 @@ def format_row(row: dict) -> str:
     if row.get("status", "ok") != "ok":
         return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}" + alone
     o, p = row["ours"], row["peer"]
-    return (f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
-            f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
-            f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}"
-            + alone)  # fmt: skip
+    return (
+        f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
+        f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
+        f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}"
+        + alone
+    )
 
 
-def run(peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int, row_timeout: float = ROW_TIMEOUT) -> list[dict]:
+def run(
+    peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int, row_timeout: float = ROW_TIMEOUT
+) -> list[dict]:
     """Every (env, seeds) row, each in a fresh process (``run_row``), printed as it finishes."""
     rows = []
     print(HEADER)

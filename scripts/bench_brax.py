@@ -37,20 +37,29 @@ from ppo_jax.rl.brax_envs import BACKENDS, import_brax_envs
 from ppo_jax.rl.envs import env_spec
 from ppo_jax.rl.presets import BRAX_COMMON
 from ppo_jax.rl.rollout import rollout
-from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.rl.train import init, step
+from ppo_jax.storage.provenance import collect_metadata
 
 UNROLL, MINIBATCHES, EPOCHS = 20, 4, 4
-NUM_STEPS = UNROLL * MINIBATCHES  # Brax: batch_size * num_minibatches * unroll_length / num_envs with batch_size = num_envs
+NUM_STEPS = (
+    UNROLL * MINIBATCHES
+)  # Brax: batch_size * num_minibatches * unroll_length / num_envs with batch_size = num_envs
 
 
 def our_config(task: str, backend: str, num_envs: int, updates: int) -> PPOConfig:
     """Brax PPO's networks and loss settings (``--preset brax``'s), on this benchmark's work and schedule."""
     return PPOConfig(
-        **BRAX_COMMON, env=f"brax/{task}", brax_backend=backend, num_envs=num_envs, num_steps=NUM_STEPS,
-        total_timesteps=num_envs * NUM_STEPS * updates, num_minibatches=MINIBATCHES, update_epochs=EPOCHS,
-        ent_coef=1e-3, gamma=0.97,
-    )  # fmt: skip
+        **BRAX_COMMON,
+        env=f"brax/{task}",
+        brax_backend=backend,
+        num_envs=num_envs,
+        num_steps=NUM_STEPS,
+        total_timesteps=num_envs * NUM_STEPS * updates,
+        num_minibatches=MINIBATCHES,
+        update_epochs=EPOCHS,
+        ent_coef=1e-3,
+        gamma=0.97,
+    )
 
 
 def _compiled(fn, *args):
@@ -64,7 +73,9 @@ def _compiled(fn, *args):
 
 
 def measure_rollout(task: str, backend: str, num_envs: int, steps: int) -> dict:
-    cfg = our_config(task, backend, num_envs, 1).replace(num_steps=steps, total_timesteps=num_envs * steps, num_minibatches=1)
+    cfg = our_config(task, backend, num_envs, 1).replace(
+        num_steps=steps, total_timesteps=num_envs * steps, num_minibatches=1
+    )
     spec = env_spec(cfg)
 
     runner = jax.jit(lambda key: init(cfg, key))(jax.random.key(0))
@@ -73,8 +84,13 @@ def measure_rollout(task: str, backend: str, num_envs: int, steps: int) -> dict:
         return rollout(runner, cfg, spec)[1].next_obs.sum()
 
     compile_s, run_s = _compiled(run, runner)
-    return {"mode": "rollout", "compile_s": round(compile_s, 2), "run_s": round(run_s, 3),
-            "env_steps": num_envs * steps, "env_steps_per_s": round(num_envs * steps / run_s)}  # fmt: skip
+    return {
+        "mode": "rollout",
+        "compile_s": round(compile_s, 2),
+        "run_s": round(run_s, 3),
+        "env_steps": num_envs * steps,
+        "env_steps_per_s": round(num_envs * steps / run_s),
+    }
 
 
 def measure_ppo(task: str, backend: str, num_envs: int, updates: int) -> dict:
@@ -86,8 +102,13 @@ def measure_ppo(task: str, backend: str, num_envs: int, updates: int) -> dict:
 
     compile_s, run_s = _compiled(run, runner)
     steps = cfg.num_updates * cfg.batch_size
-    return {"mode": "ppo", "compile_s": round(compile_s, 2), "run_s": round(run_s, 3),
-            "env_steps": steps, "env_steps_per_s": round(steps / run_s)}  # fmt: skip
+    return {
+        "mode": "ppo",
+        "compile_s": round(compile_s, 2),
+        "run_s": round(run_s, 3),
+        "env_steps": steps,
+        "env_steps_per_s": round(steps / run_s),
+    }
 
 
 def _removed(module, name: str) -> bool:
@@ -114,17 +135,36 @@ def measure_brax_ppo(task: str, backend: str, num_envs: int, updates: int) -> di
     sps = []
     start = time.perf_counter()
     brax_ppo.train(
-        environment=env, num_timesteps=4 * updates * num_envs * NUM_STEPS, num_evals=5, run_evals=False,
-        episode_length=1000, num_envs=num_envs, batch_size=num_envs, num_minibatches=MINIBATCHES,
-        unroll_length=UNROLL, num_updates_per_batch=EPOCHS, normalize_observations=True, learning_rate=3e-4,
-        entropy_cost=1e-3, discounting=0.97, clipping_epsilon=0.3, seed=0,
+        environment=env,
+        num_timesteps=4 * updates * num_envs * NUM_STEPS,
+        num_evals=5,
+        run_evals=False,
+        episode_length=1000,
+        num_envs=num_envs,
+        batch_size=num_envs,
+        num_minibatches=MINIBATCHES,
+        unroll_length=UNROLL,
+        num_updates_per_batch=EPOCHS,
+        normalize_observations=True,
+        learning_rate=3e-4,
+        entropy_cost=1e-3,
+        discounting=0.97,
+        clipping_epsilon=0.3,
+        seed=0,
         progress_fn=lambda step, metrics: sps.append(float(metrics.get("training/sps", float("nan")))),
-    )  # fmt: skip
+    )
     total_s = time.perf_counter() - start
     steps = updates * num_envs * NUM_STEPS
     clean = sps[-1]  # epochs 1 and 2 compile (the second again: its inputs come back with another sharding)
-    return {"mode": "brax_ppo", "compile_s": None, "total_s": round(total_s, 2), "run_s": round(steps / clean, 3),
-            "env_steps": steps, "env_steps_per_s": round(clean), "sps_per_epoch": [round(s) for s in sps]}  # fmt: skip
+    return {
+        "mode": "brax_ppo",
+        "compile_s": None,
+        "total_s": round(total_s, 2),
+        "run_s": round(steps / clean, 3),
+        "env_steps": steps,
+        "env_steps_per_s": round(clean),
+        "sps_per_epoch": [round(s) for s in sps],
+    }
 
 
 def main() -> None:
@@ -145,21 +185,42 @@ def main() -> None:
     rows = []
     for backend in args.backends:
         for num_envs in args.envs:
-            cases = [lambda: measure_rollout(args.task, backend, num_envs, args.rollout_steps)] if "rollout" in args.modes else []
+            cases = (
+                [
+                    lambda backend=backend, num_envs=num_envs: measure_rollout(
+                        args.task, backend, num_envs, args.rollout_steps
+                    )
+                ]
+                if "rollout" in args.modes
+                else []
+            )
             if "ppo" in args.modes:
-                cases.append(lambda: measure_ppo(args.task, backend, num_envs, args.updates))
+                cases.append(
+                    lambda backend=backend, num_envs=num_envs: measure_ppo(args.task, backend, num_envs, args.updates)
+                )
             if args.against_brax:
-                cases.append(lambda: measure_brax_ppo(args.task, backend, num_envs, args.updates))
+                cases.append(
+                    lambda backend=backend, num_envs=num_envs: measure_brax_ppo(
+                        args.task, backend, num_envs, args.updates
+                    )
+                )
             for case in cases:
                 row = {"task": args.task, "backend": backend, "num_envs": num_envs, **case()}
                 rows.append(row)
                 compile_s = "-" if row["compile_s"] is None else f"{row['compile_s']:.1f}"
-                print(f"{args.task:<18} {backend:<11} {num_envs:>5} {row['mode']:<9} {row['env_steps']:>9,} "
-                      f"{compile_s:>9} {row['run_s']:>7.2f} {row['env_steps_per_s']:>11,}", flush=True)  # fmt: skip
+                print(
+                    f"{args.task:<18} {backend:<11} {num_envs:>5} {row['mode']:<9} {row['env_steps']:>9,} "
+                    f"{compile_s:>9} {row['run_s']:>7.2f} {row['env_steps_per_s']:>11,}",
+                    flush=True,
+                )
     metadata = collect_metadata(["python", "scripts/bench_brax.py", *sys.argv[1:]])
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"results": rows, "metadata": metadata, "machine": platform.platform(),
-                                    "backend": jax.default_backend()}, indent=2))  # fmt: skip
+    args.out.write_text(
+        json.dumps(
+            {"results": rows, "metadata": metadata, "machine": platform.platform(), "backend": jax.default_backend()},
+            indent=2,
+        )
+    )
     print(f"wrote {args.out}")
 
 

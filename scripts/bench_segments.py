@@ -58,10 +58,21 @@ def cases(cfg: PPOConfig, seeds: list[int], lengths: list[int], scratch: Path) -
             return run_segments(segments, PPO, cfg, seeds, segments.init(cfg, keys, None), None).metrics
 
         def with_dir(segments=segments, checkpoint=True):
-            run = LiveRun.start(Path(tempfile.mkdtemp(dir=scratch)) / "run", config=config_record(PPO, cfg, seeds), metadata={})
+            run = LiveRun.start(
+                Path(tempfile.mkdtemp(dir=scratch)) / "run", config=config_record(PPO, cfg, seeds), metadata={}
+            )
             checkpoints = Checkpoints(run.checkpoint_dir) if checkpoint else None
-            run_segments(segments, PPO, cfg, seeds, segments.init(cfg, keys, None), None, run=run,
-                         checkpoints=checkpoints, checkpoint_every=every)  # fmt: skip
+            run_segments(
+                segments,
+                PPO,
+                cfg,
+                seeds,
+                segments.init(cfg, keys, None),
+                None,
+                run=run,
+                checkpoints=checkpoints,
+                checkpoint_every=every,
+            )
             if checkpoints is not None:
                 checkpoints.close()
 
@@ -82,7 +93,9 @@ def main() -> None:
 
     cfg = PPOConfig(env="CartPole-v1", total_timesteps=args.total_timesteps)
     rows = []
-    print(f"CartPole-v1, {cfg.num_updates} updates x {cfg.batch_size} env steps per seed, {args.repeats} interleaved rounds")
+    print(
+        f"CartPole-v1, {cfg.num_updates} updates x {cfg.batch_size} env steps per seed, {args.repeats} interleaved rounds"
+    )
     header = f"{'seeds':>5} {'case':<12} {'compile s':>9} {'median s':>9} {'min s':>7} {'env steps/s':>12} {'vs program':>10}"
     print(header + "\n" + "-" * len(header))
     with tempfile.TemporaryDirectory() as scratch:
@@ -90,7 +103,7 @@ def main() -> None:
             seeds = list(range(num_seeds))
             fns = cases(cfg, seeds, args.lengths, Path(scratch))
             times = {name: [] for name in fns}
-            for name, (_, fn) in fns.items():
+            for _, fn in fns.values():
                 fn()  # warm up: first-call costs (Orbax, pandas) out of the timing
             for _ in range(args.repeats):
                 for name, (_, fn) in fns.items():
@@ -101,14 +114,28 @@ def main() -> None:
             base = statistics.median(times["program"])
             for name, (compile_s, _) in fns.items():
                 median = statistics.median(times[name])
-                row = {"seeds": num_seeds, "case": name, "compile_s": round(compile_s, 2), "median_s": round(median, 3),
-                       "min_s": round(min(times[name]), 3), "all_s": [round(t, 3) for t in times[name]],
-                       "env_steps_per_s": round(steps / median), "relative_throughput": round(base / median, 3)}  # fmt: skip
+                row = {
+                    "seeds": num_seeds,
+                    "case": name,
+                    "compile_s": round(compile_s, 2),
+                    "median_s": round(median, 3),
+                    "min_s": round(min(times[name]), 3),
+                    "all_s": [round(t, 3) for t in times[name]],
+                    "env_steps_per_s": round(steps / median),
+                    "relative_throughput": round(base / median, 3),
+                }
                 rows.append(row)
-                print(f"{num_seeds:>5} {name:<12} {compile_s:>9.2f} {median:>9.3f} {min(times[name]):>7.3f} "
-                      f"{row['env_steps_per_s']:>12,} {row['relative_throughput']:>10.3f}", flush=True)  # fmt: skip
-    result = {"results": rows, "config": cfg.to_dict(), "metadata": collect_metadata(["python", *sys.argv]),
-              "numpy": np.__version__}  # fmt: skip
+                print(
+                    f"{num_seeds:>5} {name:<12} {compile_s:>9.2f} {median:>9.3f} {min(times[name]):>7.3f} "
+                    f"{row['env_steps_per_s']:>12,} {row['relative_throughput']:>10.3f}",
+                    flush=True,
+                )
+    result = {
+        "results": rows,
+        "config": cfg.to_dict(),
+        "metadata": collect_metadata(["python", *sys.argv]),
+        "numpy": np.__version__,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

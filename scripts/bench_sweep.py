@@ -61,20 +61,42 @@ def timed(command: list[str], env: dict, log: Path) -> dict:
 
 def bench_sweep(work: Path, rows: list[dict], seeds: int, total: int, env: dict) -> dict:
     spec = {
-        "name": "bench", "envs": ["CartPole-v1"], "seeds": seeds, "base": {"total_timesteps": total},
+        "name": "bench",
+        "envs": ["CartPole-v1"],
+        "seeds": seeds,
+        "base": {"total_timesteps": total},
         "zip": {"clip_eps": [r["clip_eps"] for r in rows], "ent_coef": [r["ent_coef"] for r in rows]},
-    }  # fmt: skip
+    }
     (work / "bench.yaml").write_text(json.dumps(spec))  # JSON is YAML
     out = work / "sweep"
-    result = timed([sys.executable, "-m", "ppo_jax.cli", "sweep", str(work / "bench.yaml"), "--out", str(out),
-                    "--cache-dir", "none"], env, work / "sweep.log")  # fmt: skip
+    result = timed(
+        [
+            sys.executable,
+            "-m",
+            "ppo_jax.cli",
+            "sweep",
+            str(work / "bench.yaml"),
+            "--out",
+            str(out),
+            "--cache-dir",
+            "none",
+        ],
+        env,
+        work / "sweep.log",
+    )
     metadata = json.loads((out / "metadata.json").read_text())
     return {
-        "case": "sweep", "runs": len(rows) * seeds, "measured_runs": len(rows) * seeds, **result,
-        "compile_s": metadata["compile_seconds"], "run_s": metadata["run_seconds"],
-        "env_steps": metadata["env_steps"], "env_steps_per_s": metadata["env_steps_per_second"],
-        "chunks": len(metadata["chunks"]), "xla_memory_mib": metadata["chunks"][0]["memory_bytes"] / 2**20,
-    }  # fmt: skip
+        "case": "sweep",
+        "runs": len(rows) * seeds,
+        "measured_runs": len(rows) * seeds,
+        **result,
+        "compile_s": metadata["compile_seconds"],
+        "run_s": metadata["run_seconds"],
+        "env_steps": metadata["env_steps"],
+        "env_steps_per_s": metadata["env_steps_per_second"],
+        "chunks": len(metadata["chunks"]),
+        "xla_memory_mib": metadata["chunks"][0]["memory_bytes"] / 2**20,
+    }
 
 
 def bench_separate(work: Path, rows: list[dict], seeds: int, total: int, measured: int, env: dict) -> dict:
@@ -83,30 +105,58 @@ def bench_separate(work: Path, rows: list[dict], seeds: int, total: int, measure
     results, metas = [], []
     for i, (row, seed) in enumerate(picks):
         out = work / f"train{i}"
-        command = [sys.executable, "-m", "ppo_jax.cli", "train", "--env", "CartPole-v1", "--total-timesteps", str(total),
-                   "--clip-eps", str(row["clip_eps"]), "--ent-coef", str(row["ent_coef"]), "--seed", str(seed),
-                   "--no-progress", "--out", str(out)]  # fmt: skip
+        command = [
+            sys.executable,
+            "-m",
+            "ppo_jax.cli",
+            "train",
+            "--env",
+            "CartPole-v1",
+            "--total-timesteps",
+            str(total),
+            "--clip-eps",
+            str(row["clip_eps"]),
+            "--ent-coef",
+            str(row["ent_coef"]),
+            "--seed",
+            str(seed),
+            "--no-progress",
+            "--out",
+            str(out),
+        ]
         results.append(timed(command, env, work / f"train{i}.log"))
         metas.append(json.loads((out / "metadata.json").read_text()))
         print(f"  separate run {i + 1}/{len(picks)}: {results[-1]['wall_s']:.1f} s", flush=True)
     mean_wall = float(np.mean([r["wall_s"] for r in results]))
     return {
-        "case": "separate", "runs": len(pairs), "measured_runs": len(picks),
-        "wall_s": mean_wall * len(pairs), "wall_s_measured": sum(r["wall_s"] for r in results),
+        "case": "separate",
+        "runs": len(pairs),
+        "measured_runs": len(picks),
+        "wall_s": mean_wall * len(pairs),
+        "wall_s_measured": sum(r["wall_s"] for r in results),
         "peak_rss_mib": max(r["peak_rss_mib"] for r in results),
         "compile_s": float(np.mean([m["compile_seconds"] for m in metas])) * len(pairs),
         "run_s": float(np.mean([m["run_seconds"] for m in metas])) * len(pairs),
         "env_steps": int(np.mean([m["env_steps"] for m in metas])) * len(pairs),
         "env_steps_per_s": float(np.mean([m["env_steps_per_second"] for m in metas])),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--total-timesteps", type=int, default=100_000, help="env steps per run (default 100k; the issue's figure is 500k)")
-    parser.add_argument("--settings", type=int, default=16, help="hyperparameter settings (default 16: 4 clip_eps x 4 ent_coef)")
+    parser.add_argument(
+        "--total-timesteps",
+        type=int,
+        default=100_000,
+        help="env steps per run (default 100k; the issue's figure is 500k)",
+    )
+    parser.add_argument(
+        "--settings", type=int, default=16, help="hyperparameter settings (default 16: 4 clip_eps x 4 ent_coef)"
+    )
     parser.add_argument("--seeds", type=int, default=8)
-    parser.add_argument("--separate-runs", type=int, default=4, help="ppo-jax train processes actually run (the rest extrapolated)")
+    parser.add_argument(
+        "--separate-runs", type=int, default=4, help="ppo-jax train processes actually run (the rest extrapolated)"
+    )
     parser.add_argument("--out", type=Path, default=Path("bench_results/bench_sweep.json"))
     args = parser.parse_args()
 
@@ -119,24 +169,43 @@ def main() -> None:
         print(f"separate ppo-jax train processes: {args.separate_runs} of {sweep['runs']} ...", flush=True)
         separate = bench_separate(work, rows, args.seeds, args.total_timesteps, args.separate_runs, env)
 
-    header = f"{'case':<34} {'runs':>5} {'wall s':>8} {'compile s':>9} {'run s':>8} {'env steps/s':>12} {'peak RSS MiB':>12}"
+    header = (
+        f"{'case':<34} {'runs':>5} {'wall s':>8} {'compile s':>9} {'run s':>8} {'env steps/s':>12} {'peak RSS MiB':>12}"
+    )
     print("\n" + header + "\n" + "-" * len(header))
     for row in (sweep, separate):
-        label = "sweep: one program" if row["case"] == "sweep" else (
-            f"separate: {row['measured_runs']} measured, x{row['runs'] / row['measured_runs']:.0f}"
-            if row["measured_runs"] < row["runs"] else "separate ppo-jax train processes")  # fmt: skip
-        print(f"{label:<34} {row['runs']:>5} {row['wall_s']:>8.1f} {row['compile_s']:>9.1f} {row['run_s']:>8.1f} "
-              f"{row['env_steps_per_s']:>12,.0f} {row['peak_rss_mib']:>12,.0f}")  # fmt: skip
+        label = (
+            "sweep: one program"
+            if row["case"] == "sweep"
+            else (
+                f"separate: {row['measured_runs']} measured, x{row['runs'] / row['measured_runs']:.0f}"
+                if row["measured_runs"] < row["runs"]
+                else "separate ppo-jax train processes"
+            )
+        )
+        print(
+            f"{label:<34} {row['runs']:>5} {row['wall_s']:>8.1f} {row['compile_s']:>9.1f} {row['run_s']:>8.1f} "
+            f"{row['env_steps_per_s']:>12,.0f} {row['peak_rss_mib']:>12,.0f}"
+        )
     speedup = separate["wall_s"] / sweep["wall_s"]
     ratio = sweep["env_steps_per_s"] / separate["env_steps_per_s"]
-    print(f"\nend to end: the sweep is {speedup:.1f}x faster; its env steps/s are {ratio:.1f}x a single run's "
-          f"(XLA memory estimate of its chunk: {sweep['xla_memory_mib']:.1f} MiB, {sweep['chunks']} chunk(s))")  # fmt: skip
+    print(
+        f"\nend to end: the sweep is {speedup:.1f}x faster; its env steps/s are {ratio:.1f}x a single run's "
+        f"(XLA memory estimate of its chunk: {sweep['xla_memory_mib']:.1f} MiB, {sweep['chunks']} chunk(s))"
+    )
 
     from ppo_jax.storage.provenance import collect_metadata
 
-    result = {"sweep": sweep, "separate": separate, "speedup_end_to_end": speedup, "env_steps_per_s_ratio": ratio,
-              "settings": rows, "seeds": args.seeds, "total_timesteps": args.total_timesteps,
-              "metadata": collect_metadata(["python", "scripts/bench_sweep.py", *sys.argv[1:]])}  # fmt: skip
+    result = {
+        "sweep": sweep,
+        "separate": separate,
+        "speedup_end_to_end": speedup,
+        "env_steps_per_s_ratio": ratio,
+        "settings": rows,
+        "seeds": args.seeds,
+        "total_timesteps": args.total_timesteps,
+        "metadata": collect_metadata(["python", "scripts/bench_sweep.py", *sys.argv[1:]]),
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
     print(f"wrote {args.out}")

@@ -106,7 +106,9 @@ def load(path: Path, script: str) -> types.ModuleType:
     """PureJaxRL's ``<path>/purejaxrl/<script>`` as a module (its ``make_train(config)`` is what we call)."""
     source = Path(path) / "purejaxrl" / script
     if not source.is_file():
-        raise SystemExit(f"error: {source} not found; --peer-path must be a checkout of github.com/luchris429/purejaxrl")
+        raise SystemExit(
+            f"error: {source} not found; --peer-path must be a checkout of github.com/luchris429/purejaxrl"
+        )
     try:
         import distrax  # noqa: F401
     except ImportError:

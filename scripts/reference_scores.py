@@ -23,7 +23,14 @@ import numpy as np
 
 from ppo_jax.rl.evaluate import random_policy_returns
 
-ENVS = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCarContinuous-v0", "Breakout-MinAtar", "SpaceInvaders-MinAtar")
+ENVS = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "Pendulum-v1",
+    "MountainCarContinuous-v0",
+    "Breakout-MinAtar",
+    "SpaceInvaders-MinAtar",
+)
 
 
 def random_returns(name: str, episodes: int, key: jax.Array) -> np.ndarray:
@@ -36,7 +43,9 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default="reference_scores.json")
-    parser.add_argument("--envs", nargs="+", default=list(ENVS), help="environment ids (default: the gymnax ones above)")
+    parser.add_argument(
+        "--envs", nargs="+", default=list(ENVS), help="environment ids (default: the gymnax ones above)"
+    )
     args = parser.parse_args()
     out = {}
     print(f"{'env':<28}{'mean return':>14}{'s.e.':>10}")

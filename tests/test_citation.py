@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 import yaml
 from cffconvert import Citation
@@ -26,5 +27,5 @@ def test_version_is_one_number_everywhere():
 
 
 def test_an_invalid_citation_is_rejected():
-    with pytest.raises(Exception):
+    with pytest.raises(jsonschema.ValidationError, match="authors"):
         Citation(cffstr="cff-version: 1.2.0\ntitle: x\n").validate()  # no authors, no message

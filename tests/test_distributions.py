@@ -44,7 +44,7 @@ def test_diagonal_gaussian():
 
 def squashed_log_density(u, mean, std):
     """float64 reference: density of a = tanh(u) by change of variables, log N(u) - log |d tanh/du|."""
-    return (stats.norm(mean, std).logpdf(u) - np.log1p(-np.tanh(u) ** 2)).sum(-1)
+    return (stats.norm(mean, std).logpdf(u) - np.log1p(-(np.tanh(u) ** 2))).sum(-1)
 
 
 def test_tanh_gaussian_log_prob_includes_the_jacobian():
@@ -64,7 +64,9 @@ def test_tanh_gaussian_density_integrates_to_one_over_the_action():
     # log_prob is the density of the action a = tanh(u): integrate exp(log_prob) over a in (-1, 1) in 1-D.
     a = np.linspace(-1 + 1e-7, 1 - 1e-7, 400_001)
     u = np.arctanh(a).astype(np.float32)[:, None]
-    density = np.exp(np.asarray(log_prob(TanhGaussian(np.full((a.size, 1), 0.7, np.float32), np.array([-0.3], np.float32)), u)))
+    density = np.exp(
+        np.asarray(log_prob(TanhGaussian(np.full((a.size, 1), 0.7, np.float32), np.array([-0.3], np.float32)), u))
+    )
     np.testing.assert_allclose(np.trapezoid(density, a), 1.0, atol=1e-3)
 
 
@@ -77,7 +79,9 @@ def test_tanh_gaussian_entropy_estimate_matches_quadrature():
     noise = np.asarray(jax.random.normal(jax.random.key(3), (200_000, 1)))
     dist = TanhGaussian(np.full((200_000, 1), mean, np.float32), np.array([log_std], np.float32))
     np.testing.assert_allclose(np.mean(entropy(dist, noise)), reference, atol=5e-3)
-    np.testing.assert_allclose(np.asarray(entropy(PolicyDist(dist.loc, dist.log_std)))[0], stats.norm(0, 0.6).entropy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(entropy(PolicyDist(dist.loc, dist.log_std)))[0], stats.norm(0, 0.6).entropy(), rtol=1e-6
+    )
 
 
 def test_tanh_gaussian_actions_kl_and_noise():
@@ -88,7 +92,10 @@ def test_tanh_gaussian_actions_kl_and_noise():
     np.testing.assert_allclose(env_action(PolicyDist(dist.loc, dist.log_std), u, low, high), [[0.5, 0.0]])
     np.testing.assert_array_equal(env_action(PolicyDist(np.zeros((1, 3)), None), np.array([2]), low, high), [2])
     # KL is invariant under the bijection tanh: the KL of the underlying Gaussians (closed form, 1-D).
-    p, q = TanhGaussian(np.array([[0.3]], np.float32), np.array([0.1], np.float32)), TanhGaussian(np.array([[-0.2]], np.float32), np.array([-0.4], np.float32))
+    p, q = (
+        TanhGaussian(np.array([[0.3]], np.float32), np.array([0.1], np.float32)),
+        TanhGaussian(np.array([[-0.2]], np.float32), np.array([-0.4], np.float32)),
+    )
     s_p, s_q = np.exp(0.1), np.exp(-0.4)
     reference = np.log(s_q / s_p) + (s_p**2 + 0.5**2) / (2 * s_q**2) - 0.5
     np.testing.assert_allclose(kl_divergence(p, q), [reference], rtol=1e-5)

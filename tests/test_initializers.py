@@ -21,4 +21,3 @@ def test_orthogonal_initializer(shape):
     small = min(shape)
     gram = w.T @ w if shape[0] >= shape[1] else w @ w.T
     np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=5e-5)
-

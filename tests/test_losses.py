@@ -126,4 +126,3 @@ def test_named_regimes():
     assert jax_objective("dual_clip", jnp.log(4.0), -1.0, 0.0) == pytest.approx(-3.0)
     assert jax.grad(jax_objective, argnums=1)("dual_clip", jnp.log(4.0), -1.0, 0.0) == 0.0
     assert jax.grad(jax_objective, argnums=1)("clip", jnp.log(4.0), -1.0, 0.0) == pytest.approx(-4.0)
-

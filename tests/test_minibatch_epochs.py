@@ -167,7 +167,9 @@ def test_matches_a_numpy_loop(optimizer):
     assert expected_metrics["update_fraction"] == 1.0
     # Adam in float32 is good to ~2e-6 here: 1 - b2**t, the bias correction, loses digits to cancellation (b2 = 0.999).
     # One step more or less, or another order, moves the parameters by > 1e-3.
-    assert_matches(new_state.params, metrics, expected_params, expected_metrics, atol=1e-5 if optimizer == "project_adam" else 1e-6)
+    assert_matches(
+        new_state.params, metrics, expected_params, expected_metrics, atol=1e-5 if optimizer == "project_adam" else 1e-6
+    )
     assert int(new_state.step) == STEPS
 
 
@@ -183,7 +185,10 @@ def test_stop_at_step_k_keeps_the_first_k_steps(k):
     # The other metrics of skipped steps are still averaged in, evaluated at the frozen parameters.
     hand_counter = {0: 0.0, 2: 1.5, 4: 14 / 6, 6: 15 / 6}[k]
     batch = make_batch()
-    stop = lambda m: m["counter"] >= k
+
+    def stop(m):
+        return m["counter"] >= k
+
     state = TrainState.create(apply_fn=None, params=initial_params(), tx=optax.sgd(LR))
     new_state, metrics = run(state, batch, stop=stop)
 
@@ -205,7 +210,10 @@ def test_a_stop_holds_for_the_rest_of_the_call():
     perms = permutations()
     target_row = int(perms[1][MB])
     batch = make_batch()
-    stop = lambda m: (m["counter"] >= 3) & (m["has_row"] > 0)
+
+    def stop(m):
+        return (m["counter"] >= 3) & (m["has_row"] > 0)
+
     state = TrainState.create(apply_fn=None, params=initial_params(), tx=optax.sgd(LR))
     new_state, metrics = run(state, batch, stop=stop, target_row=target_row)
 

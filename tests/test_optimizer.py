@@ -32,10 +32,16 @@ def numpy_clip_adam(params, grads_seq, lr, max_norm, eps, b1=0.9, b2=0.999):
 @pytest.mark.parametrize("max_norm", [0.5, np.inf])
 def test_clip_and_adam_match_numpy(max_norm):
     rng = np.random.default_rng(0)
-    params = {"w": rng.normal(size=(7, 5)).astype(np.float32), "b": rng.normal(size=5).astype(np.float32),
-              "log_std": np.zeros(2, np.float32)}  # fmt: skip
+    params = {
+        "w": rng.normal(size=(7, 5)).astype(np.float32),
+        "b": rng.normal(size=5).astype(np.float32),
+        "log_std": np.zeros(2, np.float32),
+    }
     # Gradients of varied scale, so the clip is active on some steps and not on others.
-    grads_seq = [{k: (rng.normal(size=p.shape) * s).astype(np.float32) for k, p in params.items()} for s in (2.0, 0.01, 1.0, 0.05)]
+    grads_seq = [
+        {k: (rng.normal(size=p.shape) * s).astype(np.float32) for k, p in params.items()}
+        for s in (2.0, 0.01, 1.0, 0.05)
+    ]
     cfg = _Cfg()
     cfg.max_grad_norm = max_norm
     state = create_train_state(None, jax.tree.map(jnp.asarray, params), cfg)

@@ -32,7 +32,9 @@ def peak_bytes_of_a_run(tmp_path, num_updates: int) -> tuple[int, pd.DataFrame]:
     checkpoints = Checkpoints(run.checkpoint_dir)
     tracemalloc.start()
     try:
-        result = run_segments(segments, PPO, cfg, SEEDS, carry, None, run=run, checkpoints=checkpoints, checkpoint_every=num_updates // 10)
+        result = run_segments(
+            segments, PPO, cfg, SEEDS, carry, None, run=run, checkpoints=checkpoints, checkpoint_every=num_updates // 10
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         # Orbax's writer threads must be idle before tracing stops: on Python 3.11, stopping tracemalloc while

@@ -32,11 +32,28 @@ from ppo_jax.sweep.program import Shared, prepare_shared_once
 from ppo_jax.task_registry import TASKS
 
 TINY = {  # PPO on a continuous task with observation normalization and reward scaling: every state under vmap
-    "ppo": {"env": "Pendulum-v1", "total_timesteps": 512, "num_envs": 2, "num_steps": 32, "num_minibatches": 2,
-            "update_epochs": 1, "normalize_obs": True, "normalize_reward": True},
-    "rlhf": {"num_updates": 4, "num_prompts": 8, "num_minibatches": 2, "update_epochs": 1, "hidden_dim": 8,
-             "embed_dim": 8, "sft_steps": 5, "rm_steps": 5, "pretrain_batch": 8},
-}  # fmt: skip
+    "ppo": {
+        "env": "Pendulum-v1",
+        "total_timesteps": 512,
+        "num_envs": 2,
+        "num_steps": 32,
+        "num_minibatches": 2,
+        "update_epochs": 1,
+        "normalize_obs": True,
+        "normalize_reward": True,
+    },
+    "rlhf": {
+        "num_updates": 4,
+        "num_prompts": 8,
+        "num_minibatches": 2,
+        "update_epochs": 1,
+        "hidden_dim": 8,
+        "embed_dim": 8,
+        "sft_steps": 5,
+        "rm_steps": 5,
+        "pretrain_batch": 8,
+    },
+}
 AXIS = {"ppo": ("clip_eps", [0.1, 0.3]), "rlhf": ("beta", [0.0, 0.3])}
 SEEDS = (3, 4)
 
@@ -97,8 +114,10 @@ def test_vmap_over_settings_and_seeds_equals_separate_runs_and_calls_on_update_p
     out, params = jax.device_get(jax.block_until_ready(jax.jit(jax.vmap(run))(stacked, keys)))
     for p, pair in enumerate(pairs):
         for metric in task.metric_names:
-            np.testing.assert_allclose(out[metric][p], separate[pair][0][metric], rtol=2e-4, atol=2e-5, err_msg=f"{pair} {metric}")
-        chex.assert_trees_all_close(jax.tree.map(lambda x: x[p], params), separate[pair][2], rtol=2e-4, atol=2e-5)
+            np.testing.assert_allclose(
+                out[metric][p], separate[pair][0][metric], rtol=2e-4, atol=2e-5, err_msg=f"{pair} {metric}"
+            )
+        chex.assert_trees_all_close(jax.tree.map(lambda x, p=p: x[p], params), separate[pair][2], rtol=2e-4, atol=2e-5)
     num_updates = task.num_updates(base)
     assert sorted(calls) == list(range(num_updates))
     for u, scores in calls.items():  # once per run, with that update's score
@@ -151,8 +170,12 @@ def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
     for j, seed in enumerate(SEEDS):
         for metric in task.metric_names:
             assert metrics[metric].shape == (len(SEEDS), num_updates)
-            np.testing.assert_allclose(metrics[metric][j], separate[(0, seed)][0][metric], rtol=2e-4, atol=2e-5, err_msg=metric)
-        chex.assert_trees_all_close(jax.tree.map(lambda x: x[j], params), separate[(0, seed)][2], rtol=2e-4, atol=2e-5)
+            np.testing.assert_allclose(
+                metrics[metric][j], separate[(0, seed)][0][metric], rtol=2e-4, atol=2e-5, err_msg=metric
+            )
+        chex.assert_trees_all_close(
+            jax.tree.map(lambda x, j=j: x[j], params), separate[(0, seed)][2], rtol=2e-4, atol=2e-5
+        )
 
 
 def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monkeypatch):

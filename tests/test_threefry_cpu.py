@@ -71,6 +71,8 @@ def test_a_run_is_bit_identical_to_one_under_jaxs_own_lowering():
     reference = json.loads(result.stdout.strip().splitlines()[-1])
     assert reference.pop("jax_lowering") or jax.default_backend() != "cpu"  # the reference really is JAX's loop
     for name, value in out.metrics.items():
-        np.testing.assert_array_equal(np.asarray(value), np.asarray(reference[name], np.asarray(value).dtype), err_msg=name)
+        np.testing.assert_array_equal(
+            np.asarray(value), np.asarray(reference[name], np.asarray(value).dtype), err_msg=name
+        )
     for mine, theirs in zip(jax.tree.leaves(out.train_state.params), reference["params"], strict=True):
         np.testing.assert_array_equal(np.asarray(mine), np.asarray(theirs, np.float32))

@@ -21,7 +21,7 @@ def test_same_outputs_as_vmap_with_the_run_axis_first(runs):
     got = jax.jit(vmap_runs(_affine, in_axes=(None, 0)))(shared, xs)
     want = jax.jit(jax.vmap(_affine, in_axes=(None, 0)))(shared, xs)
     assert jax.tree.structure(got) == jax.tree.structure(want)
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want), strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_array_equal(g, w)
     # Each run's function saw one run's arguments: a vector per run, not a batch.

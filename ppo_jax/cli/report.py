@@ -43,15 +43,21 @@ class Report:
     force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Replace an existing report directory at --out (only one with report.json; removed once the new one is complete)."""
 
+
 def run_report(args: Report, argv: list[str]) -> int:
     from ppo_jax.report import make_report
 
     path = make_report(
-        list(args.dirs), args.out, last_percent=args.last_percent, reps=args.reps, seed=args.seed,
-        baseline=args.baseline, reference_scores=args.reference_scores, normalize=args.normalize, force=args.force,
+        list(args.dirs),
+        args.out,
+        last_percent=args.last_percent,
+        reps=args.reps,
+        seed=args.seed,
+        baseline=args.baseline,
+        reference_scores=args.reference_scores,
+        normalize=args.normalize,
+        force=args.force,
         command=argv,
-    )  # fmt: skip
+    )
     say(f"report: {path / 'index.md'} (and index.html)")
     return 0
-
-

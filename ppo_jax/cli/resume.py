@@ -34,8 +34,10 @@ def resumed_run(task: Task, out: Path, cfg, options, argv: list[str]):
     path = find_unfinished(out)
     stored_task, stored_cfg, seeds = load_config(path)
     if stored_task.name != task.name:
-        raise ConfigError(f"{path} holds a {stored_task.name} run: resume it with "
-                          f"ppo-jax {stored_task.command} --out {shlex.quote(str(out))} --resume.")  # fmt: skip
+        raise ConfigError(
+            f"{path} holds a {stored_task.name} run: resume it with "
+            f"ppo-jax {stored_task.command} --out {shlex.quote(str(out))} --resume."
+        )
     from ppo_jax.storage.atomic import read_json
     from ppo_jax.storage.run_dir import METADATA_FILE
 
@@ -49,9 +51,14 @@ def resumed_run(task: Task, out: Path, cfg, options, argv: list[str]):
     for name in sorted(given_flags(argv, RUN_FLAGS)):
         field = "seeds" if name in ("seed", "seeds") else name
         if getattr(options, field) != getattr(stored_options, field):
-            diff.append(f"--{name.replace('_', '-')}: the run has {field} {shown(field, getattr(stored_options, field))}, "
-                        f"this command gives {shown(field, getattr(options, field))}")  # fmt: skip
+            diff.append(
+                f"--{name.replace('_', '-')}: the run has {field} {shown(field, getattr(stored_options, field))}, "
+                f"this command gives {shown(field, getattr(options, field))}"
+            )
     if diff:
-        raise ConfigError(f"--resume continues the run in {path} with the config it started with; these flags differ:\n  "
-                          + "\n  ".join(diff) + "\nDrop them to resume, or start a new run with another --out.")  # fmt: skip
+        raise ConfigError(
+            f"--resume continues the run in {path} with the config it started with; these flags differ:\n  "
+            + "\n  ".join(diff)
+            + "\nDrop them to resume, or start a new run with another --out."
+        )
     return stored_cfg, stored_options

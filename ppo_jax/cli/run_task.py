@@ -45,8 +45,19 @@ def choose_segment_length(num_updates: int, interval: int | None, has_out: bool)
     return None
 
 
-def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: bool = False, progress: bool = True,
-             resume: bool = False, keep_checkpoints: int = 2, log=(), argv: list[str]) -> int:  # fmt: skip
+def run_task(
+    task: Task,
+    cfg,
+    options: RunOptions,
+    *,
+    out: Path | None,
+    force: bool = False,
+    progress: bool = True,
+    resume: bool = False,
+    keep_checkpoints: int = 2,
+    log=(),
+    argv: list[str],
+) -> int:
     """Train ``task`` with ``cfg`` on every seed; print final values; write (or continue) a run directory at ``out``.
 
     Everything that can be wrong with the input raises ConfigError before anything compiles.
@@ -77,31 +88,48 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
     from ppo_jax.storage.provenance import collect_metadata, now_iso
 
     seeds = options.seeds
-    length = options.segment_length or segment_length(num_updates, choose_segment_length(num_updates, interval, out is not None),
-                                                      num_runs=len(seeds), num_metrics=len(task.metric_names))  # fmt: skip
+    length = options.segment_length or segment_length(
+        num_updates,
+        choose_segment_length(num_updates, interval, out is not None),
+        num_runs=len(seeds),
+        num_metrics=len(task.metric_names),
+    )
     options = options._replace(segment_length=length)
     per_update, unit = task.steps_per_update(cfg), task.sample_unit
     samples = len(seeds) * num_updates * per_update
-    say(f"{task.env_of(cfg)}: {len(seeds)} seed{'s' if len(seeds) > 1 else ''} x {num_updates} updates x {per_update} "
-        f"{unit} = {samples:,} {unit} on {jax.default_backend()}")  # fmt: skip
+    say(
+        f"{task.env_of(cfg)}: {len(seeds)} seed{'s' if len(seeds) > 1 else ''} x {num_updates} updates x {per_update} "
+        f"{unit} = {samples:,} {unit} on {jax.default_backend()}"
+    )
 
     metadata = collect_metadata(argv, task.name) if out is not None else {}
     shared = None
     if task.shared_fields:
         start = time.perf_counter()
-        shared = jax.device_get(jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(options.pretrain_seed))))
+        shared = jax.device_get(
+            jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(options.pretrain_seed)))
+        )
         described = task.describe_shared(cfg, shared)
-        metadata.update(pretrain_seed=options.pretrain_seed, pretrain_seconds=time.perf_counter() - start, pretrain=described)
+        metadata.update(
+            pretrain_seed=options.pretrain_seed, pretrain_seconds=time.perf_counter() - start, pretrain=described
+        )
         details = ", ".join(f"{k} {fmt(v, 3)}" for k, v in described.items())
-        say(f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s" + (f" ({details})" if details else ""))
+        say(
+            f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s"
+            + (f" ({details})" if details else "")
+        )
 
     every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
-    reporter = ProgressReporter(num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress,
-                                report_every=every)  # fmt: skip
+    reporter = ProgressReporter(
+        num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
+    )
     keys = make_keys(seeds)
     segments = compile_segments(task, cfg, keys, shared, length, on_update=reporter, report_every=every)
     num_segments = len(segments.starts())
-    say(f"compile: {segments.compile_seconds:.2f} s" + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else ""))
+    say(
+        f"compile: {segments.compile_seconds:.2f} s"
+        + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else "")
+    )
 
     run = checkpoints = None
     first = 0
@@ -118,7 +146,13 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
             run.cut_metrics(int(meta["metrics_bytes"]))
             first = int(meta["update"])
             say(f"resuming {run.path} from its checkpoint after update {first}/{num_updates}")
-            metadata = {**run.metadata(), "resumed": [*run.metadata().get("resumed", []), {"time": now_iso(), "update": first, "command": metadata["command"]}]}
+            metadata = {
+                **run.metadata(),
+                "resumed": [
+                    *run.metadata().get("resumed", []),
+                    {"time": now_iso(), "update": first, "command": metadata["command"]},
+                ],
+            }
         else:
             metadata.update(run=options._asdict())
             run = LiveRun.start(out, config=config_record(task, cfg, seeds), metadata=metadata)
@@ -131,12 +165,26 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
     reporter.start_update = first
     try:
         with reporter:
-            result = run_segments(segments, task, cfg, seeds, carry, shared, first_update=first, run=run, checkpoints=checkpoints,
-                                  checkpoint_every=interval, loggers=loggers, meta={"config": config_record(task, cfg, seeds)})  # fmt: skip
+            result = run_segments(
+                segments,
+                task,
+                cfg,
+                seeds,
+                carry,
+                shared,
+                first_update=first,
+                run=run,
+                checkpoints=checkpoints,
+                checkpoint_every=interval,
+                loggers=loggers,
+                meta={"config": config_record(task, cfg, seeds)},
+            )
     except Stopped as stop:
         run.update_metadata(status="interrupted")
         resume_command = f"ppo-jax {task.command} --out {shlex.quote(str(run.out))} --resume"
-        say(f"stopped by {signal.Signals(stop.signum).name} after update {stop.update}/{num_updates}; checkpoint in {run.checkpoint_dir}")
+        say(
+            f"stopped by {signal.Signals(stop.signum).name} after update {stop.update}/{num_updates}; checkpoint in {run.checkpoint_dir}"
+        )
         say(f"continue with: {resume_command}")
         return 128 + stop.signum
     finally:
@@ -162,18 +210,23 @@ def run_task(task: Task, cfg, options: RunOptions, *, out: Path | None, force: b
     final = final_values(task, window, num_updates)
     print_final_values(task, seeds, final)
     if evaluation is not None:
-        say(f"evaluation ({options.eval_episodes} fresh episodes per seed, final parameters): mean return "
-            f"stochastic {fmt(float(evaluation.stochastic.mean()))}, deterministic {fmt(float(evaluation.deterministic.mean()))}")  # fmt: skip
+        say(
+            f"evaluation ({options.eval_episodes} fresh episodes per seed, final parameters): mean return "
+            f"stochastic {fmt(float(evaluation.stochastic.mean()))}, deterministic {fmt(float(evaluation.deterministic.mean()))}"
+        )
 
     if run is not None:
         from ppo_jax.storage.atomic import write_json
         from ppo_jax.storage.run_dir import METADATA_FILE, write_results
 
         metadata.update(
-            end_time=now_iso(), compile_seconds=segments.compile_seconds, run_seconds=result.run_seconds,
-            env_steps=samples, env_steps_per_second=done_samples / result.run_seconds,
+            end_time=now_iso(),
+            compile_seconds=segments.compile_seconds,
+            run_seconds=result.run_seconds,
+            env_steps=samples,
+            env_steps_per_second=done_samples / result.run_seconds,
             final={"definition": f"mean over the last {100 * task.final_fraction:g}% of updates", **final},
-        )  # fmt: skip
+        )
 
         def write_final(path: Path) -> None:
             write_results(path, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
@@ -188,8 +241,9 @@ def check_checkpoint(meta: dict, expected: dict, where: Path) -> None:
     stored = meta.get("config", {})
     diff = [f"{k}: checkpoint {stored.get(k)!r}, now {v!r}" for k, v in expected.items() if stored.get(k) != v]
     if diff:
-        raise ConfigError(f"the checkpoint in {where} was written by a different config; refusing to resume:\n  "
-                          + "\n  ".join(diff))  # fmt: skip
+        raise ConfigError(
+            f"the checkpoint in {where} was written by a different config; refusing to resume:\n  " + "\n  ".join(diff)
+        )
 
 
 def final_values(task: Task, metrics, num_updates: int) -> dict:
@@ -202,7 +256,7 @@ def final_values(task: Task, metrics, num_updates: int) -> dict:
 
     out = {}
     for name in task.reported:
-        values = metrics[name][:, -final_window(num_updates, task.final_fraction):]
+        values = metrics[name][:, -final_window(num_updates, task.final_fraction) :]
         finals = final_value(values, 1.0)
         mean, low, high = bootstrap_ci(finals)
         out[name] = {"per_seed": [float(v) for v in finals], "mean": mean, "ci95_low": low, "ci95_high": high}
@@ -216,6 +270,9 @@ def print_final_values(task: Task, seeds: list[int], final: dict) -> None:
         say(f"  seed {s}: " + "  ".join(fmt(final[name]["per_seed"][i], 3) for name in names))
     if len(seeds) > 1:
         for name, entry in final.items():
-            ci = (f"95% bootstrap CI [{fmt(entry['ci95_low'], 3)}, {fmt(entry['ci95_high'], 3)}]"
-                  if entry["ci95_low"] == entry["ci95_low"] else "no CI: fewer than 2 finite values")  # fmt: skip
+            ci = (
+                f"95% bootstrap CI [{fmt(entry['ci95_low'], 3)}, {fmt(entry['ci95_high'], 3)}]"
+                if entry["ci95_low"] == entry["ci95_low"]
+                else "no CI: fewer than 2 finite values"
+            )
             say(f"  {name}: mean over {len(seeds)} seeds {fmt(entry['mean'], 3)}  ({ci})")

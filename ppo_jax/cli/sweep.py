@@ -49,6 +49,7 @@ class Sweep:
     cache_dir: Annotated[str | None, tyro.conf.arg(metavar="DIR")] = None
     """Persistent compilation cache, so that --resume, parts and later sweeps do not recompile; 'none' turns it off (default: $PPO_JAX_CACHE_DIR, else ~/.cache/ppo_jax/xla)."""
 
+
 def run_sweep(args: Sweep, argv: list[str]) -> int:
     if args.distributed and not args.dry_run:
         import jax
@@ -63,7 +64,9 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
         spec = only_envs(spec, args.envs)
     cache = "auto" if args.cache_dir is None else args.cache_dir
     if args.dry_run:
-        say(sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache))
+        say(
+            sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache)
+        )
         return 0
     if args.out is None:
         raise SpecError("--out DIR is required: the sweep writes its chunks and table there (or use --dry-run).")
@@ -72,12 +75,22 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SLURM preemption: stop like Ctrl-C
     try:
         sweep.run(
-            spec, args.out, resume=args.resume, force=args.force, chunk_size=args.chunk_size,
-            memory_budget=args.memory_budget, part=args.part, cache_dir=cache, command=argv,
+            spec,
+            args.out,
+            resume=args.resume,
+            force=args.force,
+            chunk_size=args.chunk_size,
+            memory_budget=args.memory_budget,
+            part=args.part,
+            cache_dir=cache,
+            command=argv,
             checkpoint_every=args.checkpoint_every,
-        )  # fmt: skip
+        )
     except KeyboardInterrupt:
-        print(f"interrupted: finished chunks are saved in {args.out}; rerun with --resume to run the rest", file=sys.stderr)
+        print(
+            f"interrupted: finished chunks are saved in {args.out}; rerun with --resume to run the rest",
+            file=sys.stderr,
+        )
         return 130
     import jax
 
@@ -90,5 +103,3 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
         say(sweep.format_summary(pd.read_csv(summary), spec.task))
     say(f"sweep directory: {args.out}")
     return 0
-
-

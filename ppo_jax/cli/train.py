@@ -135,8 +135,12 @@ def preset_line(args: Train, argv: list[str]) -> str | None:
 def run_train(args: Train, argv: list[str]) -> int:
     if args.eval_episodes < 0:
         raise ConfigError(f"--eval-episodes must be >= 0 (0 turns evaluation off), got {args.eval_episodes}.")
-    options = RunOptions(seed_list(args.seed, args.seeds), eval_episodes=args.eval_episodes,
-                         checkpoint_every=args.checkpoint_every, preset=None if args.preset == NONE else args.preset)  # fmt: skip
+    options = RunOptions(
+        seed_list(args.seed, args.seeds),
+        eval_episodes=args.eval_episodes,
+        checkpoint_every=args.checkpoint_every,
+        preset=None if args.preset == NONE else args.preset,
+    )
     line = None if args.resume else preset_line(args, argv)  # a resumed run goes on with its own config
     if line is not None:
         say(line)
@@ -157,5 +161,15 @@ def _run(task: Task, args: RunFlags, cfg, options: RunOptions, argv: list[str]) 
         if args.force:
             raise ConfigError("--resume and --force exclude each other: --force starts the run again from scratch.")
         cfg, options = resumed_run(task, args.out, cfg, options, argv)
-    return run_task(task, cfg, options, out=args.out, force=args.force, progress=args.progress, resume=args.resume,
-                    keep_checkpoints=args.keep_checkpoints, log=args.log, argv=argv)  # fmt: skip
+    return run_task(
+        task,
+        cfg,
+        options,
+        out=args.out,
+        force=args.force,
+        progress=args.progress,
+        resume=args.resume,
+        keep_checkpoints=args.keep_checkpoints,
+        log=args.log,
+        argv=argv,
+    )

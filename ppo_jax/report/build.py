@@ -49,7 +49,9 @@ def _ticks(settings: dict[str, dict], fields: list[str]) -> tuple[list[str], str
     if not fields:
         return list(settings), "setting"
     primary = max(fields, key=lambda f: len({json.dumps(v[f]) for v in settings.values()}))
-    common = {f: Counter(json.dumps(v[f]) for v in settings.values()).most_common(1)[0][0] for f in fields if f != primary}
+    common = {
+        f: Counter(json.dumps(v[f]) for v in settings.values()).most_common(1)[0][0] for f in fields if f != primary
+    }
     ticks = []
     for values in settings.values():
         odd = [str(values[f]) for f in common if json.dumps(values[f]) != common[f]]
@@ -95,22 +97,39 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     per_env.to_csv(out / "per_env.csv", index=False)
     files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
 
-    caption = f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
+    caption = (
+        f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
+    )
     (out / "final_return.md").write_text(tables.markdown(raw, settings, envs))
     (out / "final_return.tex").write_text(tables.latex(raw, settings, envs, caption))
     files["tables"] += ["final_return.md", "final_return.tex"]
 
     complete = [s for s in settings if set(finals.loc[finals["setting"] == s, "env"]) == set(envs)]
     matrices = {s: intervals.score_matrix(finals, "score", s, envs) for s in complete}
-    result = {"envs": envs, "settings": settings, "normalizers": norms, "finals": finals, "per_env": per_env, "files": files}
+    result = {
+        "envs": envs,
+        "settings": settings,
+        "normalizers": norms,
+        "finals": finals,
+        "per_env": per_env,
+        "files": files,
+    }
     if matrices and all(np.isfinite(m).all() for m in matrices.values()):
         agg = intervals.aggregates(matrices, reps, seed)
         agg.to_csv(out / "aggregates.csv", index=False)
         wide = agg.rename(columns={"value": "iqm", "metric": "env"})  # tables put metrics in the columns
-        (out / "aggregates.md").write_text(tables.markdown(wide, complete, list(intervals.AGGREGATES), lower_is_better=("Optimality gap",)))
-        (out / "aggregates.tex").write_text(tables.latex(wide, complete, list(intervals.AGGREGATES),
-                                                         "Normalized score over all envs [95% CI]; optimality gap: lower is better.",
-                                                         lower_is_better=("Optimality gap",)))  # fmt: skip
+        (out / "aggregates.md").write_text(
+            tables.markdown(wide, complete, list(intervals.AGGREGATES), lower_is_better=("Optimality gap",))
+        )
+        (out / "aggregates.tex").write_text(
+            tables.latex(
+                wide,
+                complete,
+                list(intervals.AGGREGATES),
+                "Normalized score over all envs [95% CI]; optimality gap: lower is better.",
+                lower_is_better=("Optimality gap",),
+            )
+        )
         files["data"].append("aggregates.csv")
         files["tables"] += ["aggregates.md", "aggregates.tex"]
         result["aggregates"] = agg
@@ -118,7 +137,9 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             iqms = agg[agg["metric"] == "IQM"].set_index("setting")["value"]
             chosen = baseline or str(iqms.idxmax())
             if chosen not in matrices:
-                raise ReportError(f"--baseline {chosen!r} is not a setting run on every env; settings: {list(matrices)}.")
+                raise ReportError(
+                    f"--baseline {chosen!r} is not a setting run on every env; settings: {list(matrices)}."
+                )
             poi = intervals.improvement(matrices, chosen, reps, seed)
             poi.to_csv(out / "improvement.csv", index=False)
             files["data"].append("improvement.csv")
@@ -126,28 +147,41 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             result["improvement"] = poi
             result["baseline"] = chosen
         files["figures"] += figures.interval_estimates(agg, complete, intervals.AGGREGATES, out, "aggregates")
-        files["figures"] += figures.profiles(intervals.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles")
+        files["figures"] += figures.profiles(
+            intervals.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles"
+        )
     if normalize == "best-setting":
         if "aggregates" not in result:
-            raise ReportError("--normalize best-setting: the PPO paper's Table 1 needs a setting with runs on every env "
-                              f"({', '.join(envs)}) and a finite final return in each run; there is none.")  # fmt: skip
+            raise ReportError(
+                "--normalize best-setting: the PPO paper's Table 1 needs a setting with runs on every env "
+                f"({', '.join(envs)}) and a finite final return in each run; there is none."
+            )
         long = paper_table1.table(per_env, result["aggregates"], complete, envs, runs.configs)
         written, drawn = paper_table1.write(out, long, complete, envs, norms)
         files["tables"] += written
         files["figures"] += drawn
 
     if "eval_return_stochastic" in finals:
-        lines = ["| env | setting | stochastic policy | deterministic policy | training final return |", "|---|---|---:|---:|---:|"]
+        lines = [
+            "| env | setting | stochastic policy | deterministic policy | training final return |",
+            "|---|---|---:|---:|---:|",
+        ]
         for (env, setting), rows in finals.groupby(["env", "setting"], sort=False):
-            lines.append(f"| {env} | {setting} | {tables.fmt(rows['eval_return_stochastic'].mean())} | "
-                         f"{tables.fmt(rows['eval_return_deterministic'].mean())} | {tables.fmt(rows['final_return'].mean())} |")  # fmt: skip
+            lines.append(
+                f"| {env} | {setting} | {tables.fmt(rows['eval_return_stochastic'].mean())} | "
+                f"{tables.fmt(rows['eval_return_deterministic'].mean())} | {tables.fmt(rows['final_return'].mean())} |"
+            )
         (out / "evaluation.md").write_text("\n".join(lines) + "\n")
         files["tables"].append("evaluation.md")
 
     label = runs.task.score_label
-    files["figures"] += figures.learning_curves(_curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return")
+    files["figures"] += figures.learning_curves(
+        _curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return"
+    )
     if "entropy" in runs.curves:
-        files["figures"] += figures.learning_curves(_curves(runs, "entropy", reps, seed), settings, envs, "policy entropy (IQM)", out, "curves_entropy")
+        files["figures"] += figures.learning_curves(
+            _curves(runs, "entropy", reps, seed), settings, envs, "policy entropy (IQM)", out, "curves_entropy"
+        )
     if frontier.applies(runs):
         table = frontier.frontier_table(runs, last_percent)
         table.to_csv(out / "frontier.csv", index=False)
@@ -157,21 +191,41 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         files["figures"] += frontier.plot(table, runs.setting_fields, out, "frontier")
     grid = _grid_fields(runs.settings, runs.setting_fields)
     if grid is not None:
-        cells = raw.assign(row=[runs.settings[s][grid[0]] for s in raw["setting"]], col=[runs.settings[s][grid[1]] for s in raw["setting"]])
+        cells = raw.assign(
+            row=[runs.settings[s][grid[0]] for s in raw["setting"]],
+            col=[runs.settings[s][grid[1]] for s in raw["setting"]],
+        )
         files["figures"] += figures.heatmap(cells, grid[0], grid[1], envs, out, "heatmap")
     elif len(settings) > 1:
         ticks, xlabel = _ticks(runs.settings, runs.setting_fields)
         lines = scored[["env", "setting", "iqm", "low", "high"]]
         if "aggregates" in result:
             iqm = result["aggregates"][result["aggregates"]["metric"] == "IQM"]
-            lines = pd.concat([lines, iqm.rename(columns={"value": "iqm"}).assign(env="all envs")[["env", "setting", "iqm", "low", "high"]]])
+            lines = pd.concat(
+                [
+                    lines,
+                    iqm.rename(columns={"value": "iqm"}).assign(env="all envs")[
+                        ["env", "setting", "iqm", "low", "high"]
+                    ],
+                ]
+            )
         files["figures"] += figures.sensitivity(lines, settings, ticks, xlabel, out, "sensitivity")
     return result
 
 
-def make_report(paths, out, *, last_percent: float | None = None, reps: int = 2000, seed: int = 0,
-                baseline: str | None = None, reference_scores=None, normalize: str = "reference", force: bool = False,
-                command: list[str] | None = None) -> Path:  # fmt: skip
+def make_report(
+    paths,
+    out,
+    *,
+    last_percent: float | None = None,
+    reps: int = 2000,
+    seed: int = 0,
+    baseline: str | None = None,
+    reference_scores=None,
+    normalize: str = "reference",
+    force: bool = False,
+    command: list[str] | None = None,
+) -> Path:
     """Write a report for the runs in ``paths`` (run or sweep directories of one task) to ``out``; returns ``out``.
 
     ``last_percent``: the share of each run's last updates whose mean is its final
@@ -189,30 +243,55 @@ def make_report(paths, out, *, last_percent: float | None = None, reps: int = 20
         raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
     if normalize not in NORMALIZATIONS:
         raise ReportError(f"--normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}.")
-    check_out_dir(out, force, replaceable=lambda p: (p / "report.json").is_file(), what="report directory",
-                  marker="no report.json", error=ReportError)  # fmt: skip
+    check_out_dir(
+        out,
+        force,
+        replaceable=lambda p: (p / "report.json").is_file(),
+        what="report directory",
+        marker="no report.json",
+        error=ReportError,
+    )
     references = load_reference_scores(reference_scores)
     runs = load_sources([Path(p) for p in paths])
     if normalize == "best-setting" and runs.task.name != "ppo":
-        raise ReportError(f"--normalize best-setting is the PPO paper's normalization of returns (random policy = 0); "
-                          f"the {runs.task.name} task's score has fixed bounds: use --normalize reference.")  # fmt: skip
+        raise ReportError(
+            f"--normalize best-setting is the PPO paper's normalization of returns (random policy = 0); "
+            f"the {runs.task.name} task's score has fixed bounds: use --normalize reference."
+        )
     if last_percent is None:
         last_percent = 100 * runs.task.final_fraction
 
     def write(tmp: Path) -> None:
-        result = _analyse(runs, tmp, last_percent=last_percent, reps=reps, seed=seed, baseline=baseline, references=references,
-                          normalize=normalize)  # fmt: skip
+        result = _analyse(
+            runs,
+            tmp,
+            last_percent=last_percent,
+            reps=reps,
+            seed=seed,
+            baseline=baseline,
+            references=references,
+            normalize=normalize,
+        )
         record = {
             "task": runs.task.name,
-            "parameters": {"last_percent": last_percent, "reps": reps, "seed": seed, "baseline": result.get("baseline"), "normalize": normalize,
-                           "confidence": 0.95, "bootstrap": "rliable stratified percentile bootstrap"},
+            "parameters": {
+                "last_percent": last_percent,
+                "reps": reps,
+                "seed": seed,
+                "baseline": result.get("baseline"),
+                "normalize": normalize,
+                "confidence": 0.95,
+                "bootstrap": "rliable stratified percentile bootstrap",
+            },
             "score": {"metric": runs.task.score, "label": runs.task.score_label},
-            "normalizers": {env: {"random": r, "best": b, "source": s} for env, (r, b, s) in result["normalizers"].items()},
+            "normalizers": {
+                env: {"random": r, "best": b, "source": s} for env, (r, b, s) in result["normalizers"].items()
+            },
             "setting_fields": runs.setting_fields,
             "settings": runs.settings,
             "sources": runs.provenance,
             "command": command,
-        }  # fmt: skip
+        }
         write_json(tmp / "report.json", record)
         write_index(tmp, result, record)
 

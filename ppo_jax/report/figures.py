@@ -20,8 +20,16 @@ import pandas as pd  # noqa: E402
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 PANEL = (3.3, 2.4)
-STYLE = {"font.size": 8, "axes.titlesize": 8, "axes.labelsize": 8, "legend.fontsize": 7,
-         "xtick.labelsize": 7, "ytick.labelsize": 7, "axes.spines.top": False, "axes.spines.right": False}  # fmt: skip
+STYLE = {
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "legend.fontsize": 7,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
 
 
 def colours(n: int) -> list:
@@ -59,8 +67,8 @@ def learning_curves(curves: dict, settings: list[str], envs: list[str], ylabel: 
     """
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(envs))
-        palette = dict(zip(settings, colours(len(settings))))
-        for ax, env in zip(axes, envs):
+        palette = dict(zip(settings, colours(len(settings)), strict=True))
+        for ax, env in zip(axes, envs, strict=True):
             for setting in settings:
                 if (env, setting) not in curves:
                     continue
@@ -72,12 +80,16 @@ def learning_curves(curves: dict, settings: list[str], envs: list[str], ylabel: 
             ax.set_ylabel(ylabel)
             ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
         handles, labels = next(iter(axes)).get_legend_handles_labels()
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), frameon=False)
+        fig.legend(
+            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), frameon=False
+        )
         fig.tight_layout()
         return save(fig, out, name)
 
 
-def sensitivity(table: pd.DataFrame, settings: list[str], ticks: list[str], xlabel: str, out: Path, name: str) -> list[str]:
+def sensitivity(
+    table: pd.DataFrame, settings: list[str], ticks: list[str], xlabel: str, out: Path, name: str
+) -> list[str]:
     """Normalized final score (IQM over seeds, 95% CI) against the setting, one line per env plus all envs together.
 
     ``table`` has columns env, setting, iqm, low, high; env ``"all envs"`` is drawn in black.
@@ -86,15 +98,25 @@ def sensitivity(table: pd.DataFrame, settings: list[str], ticks: list[str], xlab
         fig, ax = plt.subplots(figsize=(PANEL[0] * 1.25, PANEL[1] * 1.25))
         x = np.arange(len(settings))
         envs = list(dict.fromkeys(table["env"]))
-        palette = dict(zip([e for e in envs if e != "all envs"], colours(len([e for e in envs if e != "all envs"]))))
+        palette = dict(
+            zip([e for e in envs if e != "all envs"], colours(len([e for e in envs if e != "all envs"])), strict=True)
+        )
         palette["all envs"] = "#000000"
         for i, env in enumerate(envs):
             rows = table[table["env"] == env].set_index("setting").reindex(settings)
             offset = 0.0 if env == "all envs" else (i - (len(envs) - 2) / 2) * 0.04
             iqm, low, high = (rows[c].to_numpy(float) for c in ("iqm", "low", "high"))
-            ax.errorbar(x + offset, iqm, yerr=[iqm - low, high - iqm],
-                        color=palette[env], marker=MARKERS[i % len(MARKERS)], ms=3.5, lw=2.0 if env == "all envs" else 1.0,
-                        capsize=2, label=env)  # fmt: skip
+            ax.errorbar(
+                x + offset,
+                iqm,
+                yerr=[iqm - low, high - iqm],
+                color=palette[env],
+                marker=MARKERS[i % len(MARKERS)],
+                ms=3.5,
+                lw=2.0 if env == "all envs" else 1.0,
+                capsize=2,
+                label=env,
+            )
         ax.axhline(0.0, color="0.6", lw=0.6, ls=":")
         ax.axhline(1.0, color="0.6", lw=0.6, ls="--")
         crowded = max(len(t) for t in ticks) * len(ticks) > 24  # labels wider than the axis: slant them
@@ -106,17 +128,26 @@ def sensitivity(table: pd.DataFrame, settings: list[str], ticks: list[str], xlab
         return save(fig, out, name)
 
 
-def interval_estimates(table: pd.DataFrame, settings: list[str], metric_names: tuple, out: Path, name: str) -> list[str]:
+def interval_estimates(
+    table: pd.DataFrame, settings: list[str], metric_names: tuple, out: Path, name: str
+) -> list[str]:
     """Aggregate metrics over envs (rows: settings; panels: median, IQM, mean, optimality gap) with 95% CIs."""
     with plt.rc_context(STYLE):
         height = max(1.6, 0.28 * len(settings) + 0.6)
         fig, axes = plt.subplots(1, len(metric_names), figsize=(1.9 * len(metric_names) + 1.5, height), sharey=True)
         palette = colours(len(settings))
         y = np.arange(len(settings))[::-1]
-        for ax, metric in zip(axes, metric_names):
+        for ax, metric in zip(axes, metric_names, strict=True):
             rows = table[table["metric"] == metric].set_index("setting").reindex(settings)
-            for yi, setting, colour in zip(y, settings, palette):
-                ax.plot([rows.loc[setting, "low"], rows.loc[setting, "high"]], [yi, yi], color=colour, lw=5, alpha=0.75, solid_capstyle="butt")
+            for yi, setting, colour in zip(y, settings, palette, strict=True):
+                ax.plot(
+                    [rows.loc[setting, "low"], rows.loc[setting, "high"]],
+                    [yi, yi],
+                    color=colour,
+                    lw=5,
+                    alpha=0.75,
+                    solid_capstyle="butt",
+                )
                 ax.plot([rows.loc[setting, "value"]] * 2, [yi - 0.3, yi + 0.3], color="k", lw=1)
             ax.set_title(metric)
             ax.grid(axis="x", alpha=0.3)
@@ -132,8 +163,7 @@ def improvement(table: pd.DataFrame, out: Path, name: str) -> list[str]:
         fig, ax = plt.subplots(figsize=(PANEL[0] * 1.2, max(1.4, 0.28 * len(table) + 0.6)))
         y = np.arange(len(table))[::-1]
         p, low, high = (table[c].to_numpy(float) for c in ("probability", "low", "high"))
-        ax.errorbar(p, y, xerr=[p - low, high - p],
-                    fmt="o", color=OKABE_ITO[0], ms=3.5, capsize=2)  # fmt: skip
+        ax.errorbar(p, y, xerr=[p - low, high - p], fmt="o", color=OKABE_ITO[0], ms=3.5, capsize=2)
         ax.axvline(0.5, color="0.5", lw=0.8, ls="--")
         ax.set_yticks(y, table["setting"])
         ax.set_xlim(0, 1)
@@ -146,7 +176,7 @@ def profiles(data: dict, taus: np.ndarray, settings: list[str], out: Path, name:
     """Performance profiles: fraction of runs with normalized score > tau, with 95% CI bands."""
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(figsize=(PANEL[0] * 1.25, PANEL[1] * 1.25))
-        for setting, colour in zip(settings, colours(len(settings))):
+        for setting, colour in zip(settings, colours(len(settings)), strict=True):
             profile, ci = data[setting]
             ax.plot(taus, profile, color=colour, lw=1.2, label=setting)
             ax.fill_between(taus, ci[0], ci[1], color=colour, alpha=0.2, lw=0)
@@ -164,7 +194,7 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
     """
     with plt.rc_context(STYLE):
         fig, axes = _grid(len(envs), ncols=2)
-        for ax, env in zip(axes, envs):
+        for ax, env in zip(axes, envs, strict=True):
             rows = cells[cells["env"] == env]
             row_values = sorted(rows["row"].unique())
             col_values = sorted(rows["col"].unique())
@@ -174,8 +204,15 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
                 i, j = row_values.index(cell["row"]), col_values.index(cell["col"])
                 value = grid.to_numpy(float)[i, j]
                 light = image.norm(value) < 0.55 if np.isfinite(value) else True
-                ax.text(j, i, f"{cell['iqm']:.0f}\n[{cell['low']:.0f}, {cell['high']:.0f}]", ha="center", va="center",
-                        fontsize=6, color="white" if light else "black")  # fmt: skip
+                ax.text(
+                    j,
+                    i,
+                    f"{cell['iqm']:.0f}\n[{cell['low']:.0f}, {cell['high']:.0f}]",
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if light else "black",
+                )
             ax.set_xticks(range(len(col_values)), [f"{v:g}" for v in col_values])
             ax.set_yticks(range(len(row_values)), [f"{v:g}" for v in row_values])
             ax.set_xlabel(col_field)
@@ -186,7 +223,9 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
         return save(fig, out, name)
 
 
-def paper_comparison(ours: pd.DataFrame, paper: dict[str, float], settings: list[str], out: Path, name: str) -> list[str]:
+def paper_comparison(
+    ours: pd.DataFrame, paper: dict[str, float], settings: list[str], out: Path, name: str
+) -> list[str]:
     """Per setting (rows): our normalized score over envs (bar, 95% CI) and the PPO paper's Table 1 (diamond).
 
     ``ours`` has columns setting, value, low, high; ``paper``: setting -> the paper's number, where it has one.
@@ -197,12 +236,26 @@ def paper_comparison(ours: pd.DataFrame, paper: dict[str, float], settings: list
         rows = ours.set_index("setting").reindex(settings)
         y = np.arange(len(settings))[::-1]
         value, low, high = (rows[c].to_numpy(float) for c in ("value", "low", "high"))
-        ax.barh(y, value, xerr=[value - low, high - value], color=OKABE_ITO[0], alpha=0.8, capsize=2,
-                label="this report: mean over envs (95% CI)")  # fmt: skip
-        marks = [(yi, paper[s]) for yi, s in zip(y, settings) if s in paper]
+        ax.barh(
+            y,
+            value,
+            xerr=[value - low, high - value],
+            color=OKABE_ITO[0],
+            alpha=0.8,
+            capsize=2,
+            label="this report: mean over envs (95% CI)",
+        )
+        marks = [(yi, paper[s]) for yi, s in zip(y, settings, strict=True) if s in paper]
         if marks:
-            ax.scatter([p for _, p in marks], [yi for yi, _ in marks], marker="D", s=14, color=OKABE_ITO[3], zorder=3,
-                       label="PPO paper, Table 1 (7 MuJoCo tasks)")  # fmt: skip
+            ax.scatter(
+                [p for _, p in marks],
+                [yi for yi, _ in marks],
+                marker="D",
+                s=14,
+                color=OKABE_ITO[3],
+                zorder=3,
+                label="PPO paper, Table 1 (7 MuJoCo tasks)",
+            )
         ax.axvline(0.0, color="0.6", lw=0.6, ls=":")
         ax.axvline(1.0, color="0.6", lw=0.6, ls="--")
         ax.set_yticks(y, settings)

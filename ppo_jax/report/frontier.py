@@ -63,17 +63,26 @@ def plot(table: pd.DataFrame, fields: list[str], out: Path, name: str) -> list[s
     colours = figures.colours(len(groups))
     with plt.rc_context(figures.STYLE):
         fig, axes = plt.subplots(1, 2, figsize=(figures.PANEL[0] * 2, figures.PANEL[1] * 1.2))
-        for ax, (metric, label) in zip(axes, PANELS):
+        for ax, (metric, label) in zip(axes, PANELS, strict=True):
             for i, (value, group) in enumerate(groups):
                 group = group.sort_values(order) if order else group
                 x, y = group["kl_ref"].to_numpy(float), group[metric].to_numpy(float)
                 xerr = np.abs(np.stack([x - group["kl_ref_ci95_low"], group["kl_ref_ci95_high"] - x]))
                 yerr = np.abs(np.stack([y - group[f"{metric}_ci95_low"], group[f"{metric}_ci95_high"] - y]))
-                ax.errorbar(x, y, xerr=np.nan_to_num(xerr), yerr=np.nan_to_num(yerr), color=colours[i],
-                            marker=figures.MARKERS[i % len(figures.MARKERS)], markersize=4, linewidth=1.0, capsize=2,
-                            label=f"{series} = {value:g}" if series else None)  # fmt: skip
+                ax.errorbar(
+                    x,
+                    y,
+                    xerr=np.nan_to_num(xerr),
+                    yerr=np.nan_to_num(yerr),
+                    color=colours[i],
+                    marker=figures.MARKERS[i % len(figures.MARKERS)],
+                    markersize=4,
+                    linewidth=1.0,
+                    capsize=2,
+                    label=f"{series} = {value:g}" if series else None,
+                )
                 if i == 0 and order:
-                    for xi, yi, v in zip(x, y, group[order]):
+                    for xi, yi, v in zip(x, y, group[order], strict=True):
                         ax.annotate(f"{order}={v:g}", (xi, yi), textcoords="offset points", xytext=(3, -9), fontsize=6)
             ax.set_xlabel("KL(π ‖ π_ref) per response, final (nats)")
             ax.set_ylabel(f"{label}, final")
@@ -94,5 +103,9 @@ def markdown(table: pd.DataFrame, fields: list[str]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in table.iterrows():
         values = [f"{row[f]:g}" if isinstance(row[f], float) else str(row[f]) for f in fields]
-        lines.append("| " + " | ".join([*values, str(row["seeds"]), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")]) + " |")
+        lines.append(
+            "| "
+            + " | ".join([*values, str(row["seeds"]), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")])
+            + " |"
+        )
     return "\n".join(lines) + "\n"

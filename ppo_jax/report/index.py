@@ -28,8 +28,14 @@ def _provenance(record: dict) -> list[str]:
 def _definitions(record: dict) -> list[str]:
     p = record["parameters"]
     score = record.get("score", {"metric": "episode_return", "label": "episodic return"})
-    reference = (" (--normalize best-setting: the reference is the best setting's mean final return on every env, as in "
-                 "the PPO paper, Schulman et al. 2017, sec. 6.1)") if p.get("normalize") == "best-setting" else ""  # fmt: skip
+    reference = (
+        (
+            " (--normalize best-setting: the reference is the best setting's mean final return on every env, as in "
+            "the PPO paper, Schulman et al. 2017, sec. 6.1)"
+        )
+        if p.get("normalize") == "best-setting"
+        else ""
+    )
     lines = [
         f"- **Final return** of a run ({record.get('task', 'ppo')} task): mean {score['label']} (`{score['metric']}`) over "
         f"the last {p['last_percent']:g}% of its logged updates (from its own metrics table). **Evaluation** (if "
@@ -67,30 +73,76 @@ def write_index(out: Path, result: dict, record: dict) -> None:
     """Write ``index.md`` and ``index.html`` in ``out`` from the analysis ``result`` and ``report.json`` ``record``."""
     files = result["files"]
     names = ", ".join(s["name"] for s in record["sources"])
-    md = [f"# Report: {names}", "", "## Definitions", "", *_definitions(record), "", "## Provenance", "", *_provenance(record), ""]
+    md = [
+        f"# Report: {names}",
+        "",
+        "## Definitions",
+        "",
+        *_definitions(record),
+        "",
+        "## Provenance",
+        "",
+        *_provenance(record),
+        "",
+    ]
     specs = [(s["name"], s["kind"], s.get("spec")) for s in record["sources"] if s.get("spec")]
     for name, kind, text in specs:
         title = "spec.yaml" if kind == "sweep" else "config.json"
-        md += [f"<details><summary>{name}: {title}</summary>", "", "```" + ("yaml" if kind == "sweep" else "json"), text.rstrip(), "```", "</details>", ""]
-    sections = [("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
-                ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
-                ("paper_table1.md", ("The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
-                                     "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps)")),
-                ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
-                ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])")]  # fmt: skip
+        md += [
+            f"<details><summary>{name}: {title}</summary>",
+            "",
+            "```" + ("yaml" if kind == "sweep" else "json"),
+            text.rstrip(),
+            "```",
+            "</details>",
+            "",
+        ]
+    sections = [
+        ("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
+        ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
+        (
+            "paper_table1.md",
+            (
+                "The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
+                "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps)"
+            ),
+        ),
+        ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
+        ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])"),
+    ]
     for name, title in sections:
         if name in files["tables"]:
-            md += [f"## {title}", "", (out / name).read_text(), f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})" if (out / name.replace(".md", ".tex")).exists() else "", ""]
+            md += [
+                f"## {title}",
+                "",
+                (out / name).read_text(),
+                f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})"
+                if (out / name.replace(".md", ".tex")).exists()
+                else "",
+                "",
+            ]
     if "baseline" in result:
         md += [f"Baseline for the probability of improvement: **{result['baseline']}**.", ""]
     stems = list(dict.fromkeys(f.rsplit(".", 1)[0] for f in files["figures"]))
     for stem in stems:
-        md += [f"## {FIGURE_TITLES.get(stem, stem)}", "", f"![{stem}]({stem}.png)", "", f"PDF: [{stem}.pdf]({stem}.pdf)", ""]
+        md += [
+            f"## {FIGURE_TITLES.get(stem, stem)}",
+            "",
+            f"![{stem}]({stem}.png)",
+            "",
+            f"PDF: [{stem}.pdf]({stem}.pdf)",
+            "",
+        ]
     md += ["## Data", "", *[f"- [{f}]({f})" for f in files["data"]], "- [report.json](report.json)", ""]
     (out / "index.md").write_text("\n".join(md))
 
-    body = [f"<h1>Report: {html.escape(names)}</h1>", "<h2>Definitions</h2>", _html_list(_definitions(record)),
-            "<h2>Provenance</h2>", _html_list(_provenance(record))]  # fmt: skip
+    body = [
+        f"<h1>Report: {html.escape(names)}</h1>",
+        "<h2>Definitions</h2>",
+        _html_list(_definitions(record)),
+        "<h2>Provenance</h2>",
+        _html_list(_provenance(record)),
+    ]
     for name, kind, text in specs:
         title = "spec.yaml" if kind == "sweep" else "config.json"
         body.append(f"<details><summary>{html.escape(name)}: {title}</summary><pre>{html.escape(text)}</pre></details>")
@@ -98,13 +150,21 @@ def write_index(out: Path, result: dict, record: dict) -> None:
         if name in files["tables"]:
             body += [f"<h2>{html.escape(title)}</h2>", _html_table((out / name).read_text())]
     for stem in stems:
-        body += [f"<h2>{html.escape(FIGURE_TITLES.get(stem, stem))}</h2>",
-                 f'<p><img src="{stem}.png" alt="{stem}" style="max-width:100%"> <a href="{stem}.pdf">PDF</a></p>']  # fmt: skip
-    body += ["<h2>Data</h2>", "<ul>" + "".join(f'<li><a href="{f}">{f}</a></li>' for f in [*files["data"], "report.json"]) + "</ul>"]
-    page = ("<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>ppo_jax report</title><style>"
-            "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse}"
-            "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")  # fmt: skip
+        body += [
+            f"<h2>{html.escape(FIGURE_TITLES.get(stem, stem))}</h2>",
+            f'<p><img src="{stem}.png" alt="{stem}" style="max-width:100%"> <a href="{stem}.pdf">PDF</a></p>',
+        ]
+    body += [
+        "<h2>Data</h2>",
+        "<ul>" + "".join(f'<li><a href="{f}">{f}</a></li>' for f in [*files["data"], "report.json"]) + "</ul>",
+    ]
+    page = (
+        "<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>ppo_jax report</title><style>"
+        "body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}td:first-child{text-align:left}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
     (out / "index.html").write_text(page)
 
 

@@ -52,7 +52,7 @@ def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> fl
     """P(X > Y) + P(X = Y) / 2 per env, averaged over envs: rliable's ``metrics.probability_of_improvement``
     (Mann-Whitney U / (n_x n_y)), computed by broadcasting, since it runs once per bootstrap replicate."""
     x, y = scores_x[:, None, :], scores_y[None, :, :]
-    per_env = ((x > y).mean(axis=(0, 1)) + 0.5 * (x == y).mean(axis=(0, 1)))
+    per_env = (x > y).mean(axis=(0, 1)) + 0.5 * (x == y).mean(axis=(0, 1))
     return float(per_env.mean())
 
 
@@ -63,12 +63,14 @@ def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
 
 def aggregate_all(scores: np.ndarray) -> np.ndarray:
     """[median, IQM, mean, optimality gap] of ``scores[num_runs, num_envs]`` (rliable's definitions)."""
-    return np.array([
-        metrics.aggregate_median(scores),
-        trimmed_mean(scores.reshape(-1)),
-        metrics.aggregate_mean(scores),
-        metrics.aggregate_optimality_gap(scores),
-    ])  # fmt: skip
+    return np.array(
+        [
+            metrics.aggregate_median(scores),
+            trimmed_mean(scores.reshape(-1)),
+            metrics.aggregate_mean(scores),
+            metrics.aggregate_optimality_gap(scores),
+        ]
+    )
 
 
 def iqm_over_runs(scores: np.ndarray) -> np.ndarray:
@@ -84,8 +86,10 @@ def score_matrix(finals: pd.DataFrame, column: str, setting: str, envs: list[str
         columns.append(values)
     counts = {len(c) for c in columns}
     if len(counts) != 1 or 0 in counts:
-        found = {env: len(c) for env, c in zip(envs, columns)}
-        raise ReportError(f"setting {setting!r} needs the same number of runs (seeds) on every env to aggregate; found {found}.")
+        found = {env: len(c) for env, c in zip(envs, columns, strict=True)}
+        raise ReportError(
+            f"setting {setting!r} needs the same number of runs (seeds) on every env to aggregate; found {found}."
+        )
     return np.stack(columns, axis=1)
 
 
@@ -95,10 +99,25 @@ def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataF
     for (env, setting), group in finals.groupby(["env", "setting"], sort=False):
         values = group[column].to_numpy(float)
         finite = values[np.isfinite(values)]
-        row = {"env": env, "setting": setting, "runs": len(values), "mean": np.nan, "iqm": np.nan, "low": np.nan, "high": np.nan}
+        row = {
+            "env": env,
+            "setting": setting,
+            "runs": len(values),
+            "mean": np.nan,
+            "iqm": np.nan,
+            "low": np.nan,
+            "high": np.nan,
+        }
         if len(finite) == len(values) and len(values) > 0:
-            point, interval = _interval_estimates({"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps, seed)
-            row.update(mean=float(values.mean()), iqm=float(point["x"][0]), low=float(interval["x"][0, 0]), high=float(interval["x"][1, 0]))
+            point, interval = _interval_estimates(
+                {"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps, seed
+            )
+            row.update(
+                mean=float(values.mean()),
+                iqm=float(point["x"][0]),
+                low=float(interval["x"][0, 0]),
+                high=float(interval["x"][1, 0]),
+            )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -109,8 +128,15 @@ def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int) -> pd.Data
     for setting, scores in matrices.items():
         point, interval = _interval_estimates({setting: scores}, aggregate_all, reps, seed)
         for i, name in enumerate(AGGREGATES):
-            rows.append({"setting": setting, "metric": name, "value": point[setting][i],
-                         "low": interval[setting][0, i], "high": interval[setting][1, i]})  # fmt: skip
+            rows.append(
+                {
+                    "setting": setting,
+                    "metric": name,
+                    "value": point[setting][i],
+                    "low": interval[setting][0, i],
+                    "high": interval[setting][1, i],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -123,8 +149,15 @@ def improvement(matrices: dict[str, np.ndarray], baseline: str, reps: int, seed:
         pair = {setting: [scores, matrices[baseline]]}
         point, interval = _interval_estimates(pair, probability_of_improvement, reps, seed)
         low, high = np.ravel(interval[setting])
-        rows.append({"setting": setting, "baseline": baseline, "probability": float(np.ravel(point[setting])[0]),
-                     "low": float(low), "high": float(high)})  # fmt: skip
+        rows.append(
+            {
+                "setting": setting,
+                "baseline": baseline,
+                "probability": float(np.ravel(point[setting])[0]),
+                "low": float(low),
+                "high": float(high),
+            }
+        )
     return pd.DataFrame(rows)
 
 

@@ -51,8 +51,9 @@ def paper_score(config: dict) -> float | None:
     return PAPER_TABLE_1.get((objective, None if field is None else round(float(config[field]), 4)))
 
 
-def table(per_env: pd.DataFrame, aggregates: pd.DataFrame, settings: list[str], envs: list[str],
-          configs: dict[str, dict]) -> pd.DataFrame:  # fmt: skip
+def table(
+    per_env: pd.DataFrame, aggregates: pd.DataFrame, settings: list[str], envs: list[str], configs: dict[str, dict]
+) -> pd.DataFrame:
     """Long table for ``tables.markdown`` (env = column, setting, iqm = the value, low, high), per setting:
     each env's normalized score (``per_env``'s mean over seeds, ``mean_score``), the "Mean" aggregate over envs
     [95% CI], the paper's number."""
@@ -60,23 +61,31 @@ def table(per_env: pd.DataFrame, aggregates: pd.DataFrame, settings: list[str], 
     means = per_env.set_index(["env", "setting"])["mean_score"]
     for setting in settings:
         for env in envs:
-            rows.append({"env": env, "setting": setting, "iqm": means[(env, setting)], "low": math.nan, "high": math.nan})
+            rows.append(
+                {"env": env, "setting": setting, "iqm": means[(env, setting)], "low": math.nan, "high": math.nan}
+            )
         mean = aggregates[(aggregates["setting"] == setting) & (aggregates["metric"] == "Mean")].iloc[0]
-        rows.append({"env": ALL_ENVS, "setting": setting, "iqm": mean["value"], "low": mean["low"], "high": mean["high"]})
+        rows.append(
+            {"env": ALL_ENVS, "setting": setting, "iqm": mean["value"], "low": mean["low"], "high": mean["high"]}
+        )
         paper = paper_score(configs[setting])
         if paper is not None:
             rows.append({"env": PAPER, "setting": setting, "iqm": paper, "low": math.nan, "high": math.nan})
     return pd.DataFrame(rows)
 
 
-def write(out: Path, long: pd.DataFrame, settings: list[str], envs: list[str], norms: dict) -> tuple[list[str], list[str]]:
+def write(
+    out: Path, long: pd.DataFrame, settings: list[str], envs: list[str], norms: dict
+) -> tuple[list[str], list[str]]:
     """Write ``paper_table1.{md,tex}`` and its figure ``paper_table1.{png,pdf}`` from ``table``'s ``long``;
     ``norms``: env -> (random, best, source). Returns (table files, figure files)."""
     columns = [*envs, ALL_ENVS, PAPER]
     bounds = "; ".join(f"{env} {tables.fmt(r)}, {tables.fmt(b)}" for env, (r, b, _) in norms.items())
-    caption = (f"Normalized score as in Schulman et al. (2017, Table 1): random policy = 0, best setting = 1 per env "
-               f"(random, best: {bounds}); per env the mean over seeds; all envs: their mean [95% CI]; "
-               f"{PAPER}: 7 MuJoCo tasks, 3 seeds, 1M steps.")  # fmt: skip
+    caption = (
+        f"Normalized score as in Schulman et al. (2017, Table 1): random policy = 0, best setting = 1 per env "
+        f"(random, best: {bounds}); per env the mean over seeds; all envs: their mean [95% CI]; "
+        f"{PAPER}: 7 MuJoCo tasks, 3 seeds, 1M steps."
+    )
     (out / "paper_table1.md").write_text(tables.markdown(long, settings, columns))
     (out / "paper_table1.tex").write_text(tables.latex(long, settings, columns, caption))
     ours = long[long["env"] == ALL_ENVS].rename(columns={"iqm": "value"})

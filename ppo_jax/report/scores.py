@@ -49,7 +49,9 @@ _BRAX_RANDOM = f"{_RANDOM_SOURCE}, spring pipeline"
 REFERENCE_SCORES = {
     "CartPole-v1": Reference(21.68, 500.0, f"{_RANDOM_SOURCE}; best: 500, the time limit"),
     "Acrobot-v1": Reference(-499.13, -85.14, f"{_RANDOM_SOURCE}; {_ZOO} (ppo2, -85.137)"),
-    "Pendulum-v1": Reference(-1227.37, -168.29, f"{_RANDOM_SOURCE}; {_ZOO} (ppo2 on Pendulum-v0, same dynamics, -168.285)"),
+    "Pendulum-v1": Reference(
+        -1227.37, -168.29, f"{_RANDOM_SOURCE}; {_ZOO} (ppo2 on Pendulum-v0, same dynamics, -168.285)"
+    ),
     "MountainCarContinuous-v0": Reference(-32.75, 91.86, f"{_RANDOM_SOURCE}; {_ZOO} (ddpg, 91.858)"),
     "Breakout-MinAtar": Reference(0.41, None, f"{_RANDOM_SOURCE}; best: none documented"),
     "SpaceInvaders-MinAtar": Reference(4.20, None, f"{_RANDOM_SOURCE}; best: none documented"),
@@ -59,8 +61,12 @@ REFERENCE_SCORES = {
     "brax/hopper": Reference(128.35, None, f"{_BRAX_RANDOM}; best: none documented"),
     "brax/walker2d": Reference(236.55, None, f"{_BRAX_RANDOM}; best: none documented"),
     "brax/halfcheetah": Reference(-63.14, None, f"{_BRAX_RANDOM}; best: none documented"),
-    "copy": Reference(0.0, 1.0, "the programmatic score's bounds: 0 = no position of the intended response right, "
-                      "1 = every position (RLHF copy task; not a random policy)"),
+    "copy": Reference(
+        0.0,
+        1.0,
+        "the programmatic score's bounds: 0 = no position of the intended response right, "
+        "1 = every position (RLHF copy task; not a random policy)",
+    ),
 }
 
 
@@ -83,7 +89,9 @@ def load_reference_scores(path: Path | None) -> dict[str, Reference]:
         best = entry.get("best")
         if best is not None and (not isinstance(best, (int, float)) or best == entry["random"]):
             raise ReportError(f"{path}: entry {env!r}: 'best' must be a number different from 'random'.")
-        table[env] = Reference(float(entry["random"]), None if best is None else float(best), str(entry.get("source", path)))
+        table[env] = Reference(
+            float(entry["random"]), None if best is None else float(best), str(entry.get("source", path))
+        )
     return table
 
 
@@ -94,14 +102,23 @@ def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
     rows = []
     for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
         values = run.sort_values("update")[runs.task.score].to_numpy()
-        rows.append({"env": env, "setting": setting, "seed": seed, "final_return": float(final_value(values, last_percent / 100))})
+        rows.append(
+            {
+                "env": env,
+                "setting": setting,
+                "seed": seed,
+                "final_return": float(final_value(values, last_percent / 100)),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 NORMALIZATIONS = ("reference", "best-setting")
 
 
-def normalizers(finals: pd.DataFrame, references: dict[str, Reference], normalize: str = "reference") -> dict[str, tuple[float, float, str]]:
+def normalizers(
+    finals: pd.DataFrame, references: dict[str, Reference], normalize: str = "reference"
+) -> dict[str, tuple[float, float, str]]:
     """env -> (random, best, how best was chosen); ReportError for an env with no random score.
 
     ``normalize``: "reference" (a documented best where there is one) or "best-setting" (always the best
@@ -120,10 +137,16 @@ def normalizers(finals: pd.DataFrame, references: dict[str, Reference], normaliz
             continue
         best = rows.groupby("setting")["final_return"].mean().max()
         if not math.isfinite(best) or best == ref.random:
-            raise ReportError(f"{env}: no best score to normalize by: none documented (or --normalize best-setting) "
-                              f"and the best setting's mean final return ({best}) is not finite or equals random's.")
+            raise ReportError(
+                f"{env}: no best score to normalize by: none documented (or --normalize best-setting) "
+                f"and the best setting's mean final return ({best}) is not finite or equals random's."
+            )
         source = ref.source.split("; best:")[0]
-        out[env] = (ref.random, float(best), f"{source}; best: the best setting in this report (PPO paper normalization)")
+        out[env] = (
+            ref.random,
+            float(best),
+            f"{source}; best: the best setting in this report (PPO paper normalization)",
+        )
     return out
 
 

@@ -58,10 +58,14 @@ def _read_table(path: Path, task: Task) -> pd.DataFrame:
     try:
         table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     except Exception as error:  # pyarrow / the CSV parser raise many types for damaged files
-        raise ReportError(f"{path}: cannot be read as a table ({type(error).__name__}: {error}); the file is corrupt.") from None
+        raise ReportError(
+            f"{path}: cannot be read as a table ({type(error).__name__}: {error}); the file is corrupt."
+        ) from None
     missing = [c for c in (*KEY_COLUMNS, task.score) if c not in table.columns]
     if missing:
-        raise ReportError(f"{path}: missing column(s) {missing}; this is not a ppo-jax metrics table of task {task.name}.")
+        raise ReportError(
+            f"{path}: missing column(s) {missing}; this is not a ppo-jax metrics table of task {task.name}."
+        )
     if table.empty:
         raise ReportError(f"{path}: the metrics table has no rows.")
     return table
@@ -109,7 +113,9 @@ def _read_table_plain(path: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     try:
         table = pd.read_csv(path)
     except Exception as error:
-        raise ReportError(f"{path}: cannot be read as CSV ({type(error).__name__}: {error}); the file is corrupt.") from None
+        raise ReportError(
+            f"{path}: cannot be read as CSV ({type(error).__name__}: {error}); the file is corrupt."
+        ) from None
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ReportError(f"{path}: missing column(s) {missing}.")
@@ -165,10 +171,12 @@ def load_sources(paths: list[Path]) -> Runs:
             raise ReportError(f"{path}: no such directory; give ppo-jax run or sweep directories.")
         if (path / "spec.json").exists():
             kind, (task, table, configs, metadata) = "sweep", _load_sweep_dir(path)
-            keys = list(zip(table["env"], table["setting_id"].astype(int)))
+            keys = list(zip(table["env"], table["setting_id"].astype(int), strict=True))
             unknown = sorted(set(keys) - set(configs))
             if unknown:
-                raise ReportError(f"{path / 'metrics.parquet'}: rows for (env, setting_id) {unknown[:3]} not in spec.json.")
+                raise ReportError(
+                    f"{path / 'metrics.parquet'}: rows for (env, setting_id) {unknown[:3]} not in spec.json."
+                )
             table = table.assign(_config=[configs[k] for k in keys])
         elif (path / "config.json").exists():
             kind, (task, table, configs, metadata) = "run", _load_run_dir(path)
@@ -181,8 +189,10 @@ def load_sources(paths: list[Path]) -> Runs:
         tasks.setdefault(task.name, path)
         if len(tasks) > 1:
             (first, first_path), (other, other_path) = list(tasks.items())[:2]
-            raise ReportError(f"{other_path} is a {other} result and {first_path} a {first} one; a report compares "
-                              "runs of one task. Report them separately.")  # fmt: skip
+            raise ReportError(
+                f"{other_path} is a {other} result and {first_path} a {first} one; a report compares "
+                "runs of one task. Report them separately."
+            )
         table = table.assign(source=index)
         frames.append(table)
         name = (metadata.get("sweep") or {}).get("name") or path.name
@@ -200,7 +210,7 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
     varying = []
     for field in fields:
         per_env: dict[str, set] = {}
-        for env, config in zip(table["env"], configs):
+        for env, config in zip(table["env"], configs, strict=True):
             per_env.setdefault(env, set()).add(json.dumps(config[field]))
         if any(len(v) > 1 for v in per_env.values()):
             varying.append(field)
@@ -220,7 +230,10 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
             "give each run once."
         )
     eval_cols = [c for c in task.eval_names if c in table.columns]
-    evals = table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", "seed", *eval_cols]] if eval_cols else \
-        pd.DataFrame(columns=["source", "env", "setting", "seed"])  # fmt: skip
+    evals = (
+        table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", "seed", *eval_cols]]
+        if eval_cols
+        else pd.DataFrame(columns=["source", "env", "setting", "seed"])
+    )
     curves = table.drop(columns=eval_cols)
     return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task, full)

@@ -23,7 +23,9 @@ def fmt(x: float) -> str:
     return f"{x:.2f}"
 
 
-def _cells(table: pd.DataFrame, settings: list[str], columns: list[str], lower_is_better=()) -> tuple[list[list[str]], list[list[bool]]]:
+def _cells(
+    table: pd.DataFrame, settings: list[str], columns: list[str], lower_is_better=()
+) -> tuple[list[list[str]], list[list[bool]]]:
     """Cell texts and bold flags, rows = settings, columns = ``columns`` (values of table's ``env`` column)."""
     texts, bold = [], []
     best = {c: table.loc[table["env"] == c, "iqm"].agg("min" if c in lower_is_better else "max") for c in columns}
@@ -36,7 +38,11 @@ def _cells(table: pd.DataFrame, settings: list[str], columns: list[str], lower_i
                 row_bold.append(False)
                 continue
             cell = match.iloc[0]
-            interval = f" [{fmt(cell['low'])}, {fmt(cell['high'])}]" if math.isfinite(cell["low"]) or math.isfinite(cell["high"]) else ""
+            interval = (
+                f" [{fmt(cell['low'])}, {fmt(cell['high'])}]"
+                if math.isfinite(cell["low"]) or math.isfinite(cell["high"])
+                else ""
+            )
             row_text.append(fmt(cell["iqm"]) + interval)
             row_bold.append(bool(math.isfinite(cell["iqm"]) and cell["iqm"] == best[column]))
         texts.append(row_text)
@@ -44,23 +50,39 @@ def _cells(table: pd.DataFrame, settings: list[str], columns: list[str], lower_i
     return texts, bold
 
 
-def markdown(table: pd.DataFrame, settings: list[str], columns: list[str], corner: str = "setting", lower_is_better=()) -> str:
+def markdown(
+    table: pd.DataFrame, settings: list[str], columns: list[str], corner: str = "setting", lower_is_better=()
+) -> str:
     """A GitHub-flavoured Markdown table (best per column in **bold**)."""
     texts, bold = _cells(table, settings, columns, lower_is_better)
     lines = ["| " + " | ".join([corner, *columns]) + " |", "|" + "---|" + "---:|" * len(columns)]
-    for setting, row, flags in zip(settings, texts, bold):
-        cells = [f"**{t}**" if b else t for t, b in zip(row, flags)]
+    for setting, row, flags in zip(settings, texts, bold, strict=True):
+        cells = [f"**{t}**" if b else t for t, b in zip(row, flags, strict=True)]
         lines.append("| " + " | ".join([setting.replace("|", "\\|"), *cells]) + " |")
     return "\n".join(lines) + "\n"
 
 
 def _tex(text: str) -> str:
-    for char, escaped in (("\\", r"\textbackslash{}"), ("_", r"\_"), ("%", r"\%"), ("&", r"\&"), ("#", r"\#"), ("$", r"\$")):
+    for char, escaped in (
+        ("\\", r"\textbackslash{}"),
+        ("_", r"\_"),
+        ("%", r"\%"),
+        ("&", r"\&"),
+        ("#", r"\#"),
+        ("$", r"\$"),
+    ):
         text = text.replace(char, escaped)
     return text
 
 
-def latex(table: pd.DataFrame, settings: list[str], columns: list[str], caption: str, corner: str = "setting", lower_is_better=()) -> str:
+def latex(
+    table: pd.DataFrame,
+    settings: list[str],
+    columns: list[str],
+    caption: str,
+    corner: str = "setting",
+    lower_is_better=(),
+) -> str:
     """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``); best per column in bold."""
     texts, bold = _cells(table, settings, columns, lower_is_better)
     lines = [
@@ -73,8 +95,8 @@ def latex(table: pd.DataFrame, settings: list[str], columns: list[str], caption:
         " & ".join([_tex(corner), *map(_tex, columns)]) + r" \\",
         r"\midrule",
     ]
-    for setting, row, flags in zip(settings, texts, bold):
-        cells = [rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in zip(row, flags)]
+    for setting, row, flags in zip(settings, texts, bold, strict=True):
+        cells = [rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in zip(row, flags, strict=True)]
         lines.append(" & ".join([_tex(setting), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

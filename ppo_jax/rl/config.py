@@ -13,7 +13,6 @@ from typing import Literal
 
 from flax import struct
 
-from ppo_jax.rl import brax_envs
 from ppo_jax.config_fields import (
     ConfigBase,
     check_choice,
@@ -24,6 +23,7 @@ from ppo_jax.config_fields import (
     static,
 )
 from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.rl import brax_envs
 from ppo_jax.schedules import SCHEDULES, Schedule
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
@@ -174,7 +174,9 @@ class PPOConfig(ConfigBase):
         if self.objective != "dual_clip":
             inert["dual_clip_c"] = f"only objective dual_clip uses dual_clip_c, not {self.objective}"
         if self.objective not in CLIPPED_OBJECTIVES:
-            inert["clip_eps"] = f"objective {self.objective} does not clip the ratio (only the clip_fraction metric reads it)"
+            inert["clip_eps"] = (
+                f"objective {self.objective} does not clip the ratio (only the clip_fraction metric reads it)"
+            )
         if not self.early_stop_kl:
             inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
         if not self.adaptive_clip:
@@ -218,8 +220,10 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             f"total_timesteps={cfg.total_timesteps} is smaller than one batch "
             f"(num_envs*num_steps = {cfg.batch_size}); raise total_timesteps or shrink the batch."
         )
-    if not isinstance(cfg.hidden_sizes, tuple) or not cfg.hidden_sizes or any(
-        not isinstance(h, int) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes
+    if (
+        not isinstance(cfg.hidden_sizes, tuple)
+        or not cfg.hidden_sizes
+        or any(not isinstance(h, int) or isinstance(h, bool) or h <= 0 for h in cfg.hidden_sizes)
     ):
         raise ConfigError(f"hidden_sizes must be one or more positive integers, got {cfg.hidden_sizes!r}.")
     if not isinstance(cfg.critic_hidden_sizes, tuple) or any(
@@ -227,7 +231,9 @@ def validate(cfg: PPOConfig) -> PPOConfig:
     ):
         raise ConfigError(f"critic_hidden_sizes must be positive integers (or empty), got {cfg.critic_hidden_sizes!r}.")
     if cfg.shared_torso and cfg.critic_hidden_sizes:
-        raise ConfigError("critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them.")
+        raise ConfigError(
+            "critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them."
+        )
     check_choice("activation", cfg.activation, ACTIVATIONS)
     check_choice("objective", cfg.objective, OBJECTIVES)
     for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
@@ -235,19 +241,25 @@ def validate(cfg: PPOConfig) -> PPOConfig:
 
     check_range("lr", cfg.lr, low=0, low_open=True, hint=" A typical value is 2.5e-4.")
     check_range("clip_eps", cfg.clip_eps, low=0, low_open=True, hint=" A typical value is 0.2.")
-    check_range("vf_clip_eps", cfg.vf_clip_eps, low=0, low_open=True, hint=" Use --no-clip-vloss to turn value clipping off.")
+    check_range(
+        "vf_clip_eps", cfg.vf_clip_eps, low=0, low_open=True, hint=" Use --no-clip-vloss to turn value clipping off."
+    )
     check_range("ent_coef", cfg.ent_coef, low=0)
     check_range("vf_coef", cfg.vf_coef, low=0)
     check_range("gamma", cfg.gamma, low=0, high=1)
     check_range("gae_lambda", cfg.gae_lambda, low=0, high=1)
-    check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
+    check_range(
+        "max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off."
+    )
     check_range("adam_eps", cfg.adam_eps, low=0, low_open=True)
     check_range("obs_clip", cfg.obs_clip, low=0, low_open=True, allow_inf=True)
     check_range("reward_clip", cfg.reward_clip, low=0, low_open=True, allow_inf=True)
     check_range("reward_scale", cfg.reward_scale, low=0, low_open=True, hint=" 1 leaves the rewards as they are.")
     check_range("kl_beta", cfg.kl_beta, low=0)
     check_range("kl_target", cfg.kl_target, low=0, low_open=True)
-    check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3).")
+    check_range(
+        "dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Dual-clip needs c > 1 (Ye et al. 2020 use 3)."
+    )
     check_range("target_kl", cfg.target_kl, low=0, low_open=True)
     check_range("clip_kl_target", cfg.clip_kl_target, low=0, low_open=True)
     check_leaf_shapes(cfg)

@@ -120,12 +120,16 @@ def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.nda
     return np.asarray(returns, np.float64)
 
 
-def evaluate(cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int = EVAL_EPISODES) -> Evaluation:
+def evaluate(
+    cfg: PPOConfig, params, obs_stats: RunningMeanStd, key: jax.Array, num_episodes: int = EVAL_EPISODES
+) -> Evaluation:
     """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
     spec = env_spec(cfg)
 
     def play(deterministic: bool):
-        return play_episodes(spec, trained_policy(cfg, params, obs_stats, deterministic=deterministic), key, num_episodes)
+        return play_episodes(
+            spec, trained_policy(cfg, params, obs_stats, deterministic=deterministic), key, num_episodes
+        )
 
     stochastic, stochastic_length = play(False)
     deterministic, deterministic_length = play(True)

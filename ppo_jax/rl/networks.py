@@ -80,8 +80,9 @@ class ActorCritic(nn.Module):
             critic_sizes = self.critic_hidden_sizes or self.hidden_sizes
             critic_h = MLP(critic_sizes, self.activation, self.kernel_init, name="critic_torso")(obs)
         std_outputs = self.action_dim if self.state_dependent_std and not self.discrete else 0
-        head = nn.Dense(self.action_dim + std_outputs, kernel_init=kernel_initializer(self.kernel_init, 0.01),
-                        name="policy_head")(actor_h)  # fmt: skip
+        head = nn.Dense(
+            self.action_dim + std_outputs, kernel_init=kernel_initializer(self.kernel_init, 0.01), name="policy_head"
+        )(actor_h)
         value_init = kernel_initializer(self.kernel_init, 1.0)
         value = nn.Dense(1, kernel_init=value_init, name="value_head")(critic_h)[..., 0]
         loc = head[..., : self.action_dim]
@@ -96,7 +97,9 @@ class ActorCritic(nn.Module):
 
 def make_network(cfg) -> ActorCritic:
     """The ActorCritic of a PPOConfig: its env's action space, cfg's widths, activation and torso."""
-    from ppo_jax.rl.envs import env_spec  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
+    from ppo_jax.rl.envs import (
+        env_spec,
+    )  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
 
     spec = env_spec(cfg)
     return ActorCritic(

@@ -39,7 +39,9 @@ class LossCoefficients(NamedTuple):
 def explained_variance(prediction: jax.Array, target: jax.Array) -> jax.Array:
     """1 - Var[target - prediction] / Var[target]; NaN when the target is constant."""
     var_target = jnp.var(target)
-    return jnp.where(var_target > 0, 1.0 - jnp.var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan)
+    return jnp.where(
+        var_target > 0, 1.0 - jnp.var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan
+    )
 
 
 def sample_axes(dist):
@@ -74,9 +76,15 @@ def ppo_loss(
         kl = distributions.kl_divergence(old_dist_i, dist_i) if uses_kl else jnp.zeros_like(log_prob)
         return dict(
             policy_loss=policy_loss(
-                cfg.objective, log_prob, old_log_prob, adv, kl,
-                clip_eps=coefs.clip_eps, kl_beta=coefs.kl_beta, dual_clip_c=cfg.dual_clip_c,
-            ),  # fmt: skip
+                cfg.objective,
+                log_prob,
+                old_log_prob,
+                adv,
+                kl,
+                clip_eps=coefs.clip_eps,
+                kl_beta=coefs.kl_beta,
+                dual_clip_c=cfg.dual_clip_c,
+            ),
             value_loss=value_loss(value_i, old_value, target, vf_clip_eps=cfg.vf_clip_eps, clip=cfg.clip_vloss),
             entropy=distributions.entropy(dist_i, noise=noise(old_dist_i, action)),
             approx_kl=(ratio - 1.0) - log_ratio,

@@ -44,9 +44,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from ppo_jax.errors import ConfigError, close_matches
 from ppo_jax.rl.brax_envs import PREFIX, is_brax
 from ppo_jax.rl.config import PPOConfig
-from ppo_jax.errors import ConfigError, close_matches
 
 PRESETS = ("mujoco", "brax")
 NONE = "none"
@@ -137,8 +137,10 @@ def preset_values(name: str, env: str) -> dict:
     from ppo_jax.rl.envs import make_env  # gymnax: imported on first use (see ppo_jax.task_contract)
 
     if env not in known_env_names():
-        raise ConfigError(f"unknown environment {env!r}.{close_matches(str(env), known_env_names())} "
-                          "Run `ppo-jax envs` to list all environment ids.")  # fmt: skip
+        raise ConfigError(
+            f"unknown environment {env!r}.{close_matches(str(env), known_env_names())} "
+            "Run `ppo-jax envs` to list all environment ids."
+        )
     if name == NONE:
         return {}
     if name == "mujoco":
@@ -148,7 +150,7 @@ def preset_values(name: str, env: str) -> dict:
                 "Use it with a continuous task (brax/halfcheetah, Pendulum-v1, ...)."
             )
         return dict(MUJOCO)
-    task = env[len(PREFIX):] if is_brax(env) else None
+    task = env[len(PREFIX) :] if is_brax(env) else None
     if task not in BRAX_TASKS:
         raise ConfigError(
             f"preset brax holds Brax's published PPO settings for {', '.join(PREFIX + t for t in BRAX_TASKS)}; "

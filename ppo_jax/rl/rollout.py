@@ -107,7 +107,9 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
             obs=obs_in,
             action=action,
             log_prob=log_prob,
-            dist=dist if dist.log_std is None else dist._replace(log_std=jnp.broadcast_to(dist.log_std, dist.loc.shape)),
+            dist=dist
+            if dist.log_std is None
+            else dist._replace(log_std=jnp.broadcast_to(dist.log_std, dist.loc.shape)),
             value=value,
             reward=train_reward,
             terminated=terminated,
@@ -115,7 +117,12 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
             next_obs=critic_next_obs,
         )
         runner = runner._replace(
-            env_state=env_state, obs=next_obs, obs_stats=obs_stats, reward_scaler=reward_scaler, episodes=episodes, key=key
+            env_state=env_state,
+            obs=next_obs,
+            obs_stats=obs_stats,
+            reward_scaler=reward_scaler,
+            episodes=episodes,
+            key=key,
         )
         return runner, transition
 

@@ -17,29 +17,28 @@ import warnings
 from collections.abc import Callable
 from typing import NamedTuple
 
-
 import jax
 import jax.numpy as jnp
 from flax.training.train_state import TrainState
 
 from ppo_jax import threefry_cpu
+from ppo_jax.errors import ConfigError
+from ppo_jax.gae import compute_gae
+from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rl import brax_envs
 from ppo_jax.rl.adaptation import adapt, init_coefficients
 from ppo_jax.rl.config import PPOConfig, validate
 from ppo_jax.rl.envs import env_spec
-from ppo_jax.errors import ConfigError
 from ppo_jax.rl.evaluate import EVAL_EPISODES, evaluation_key
 from ppo_jax.rl.evaluate import evaluate as evaluate_params
-from ppo_jax.gae import compute_gae
 from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
-from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch
-from ppo_jax.rl.task import EVAL_NAMES
-from ppo_jax.rl.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
-from ppo_jax.schedules import scheduled
 from ppo_jax.rl.ppo_update import update
+from ppo_jax.rl.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
+from ppo_jax.rl.task import EVAL_NAMES
 from ppo_jax.scan_updates import scan_updates
+from ppo_jax.schedules import scheduled
 
 threefry_cpu.install()  # the same random bits, a faster program on the CPU
 
@@ -65,9 +64,7 @@ def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
     init_key, reset_key, run_key = jax.random.split(key, 3)
     params = network.init(init_key, jnp.zeros((spec.obs_dim,), jnp.float32))
     train_state = create_train_state(network.apply, params, cfg)
-    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(
-        jax.random.split(reset_key, cfg.num_envs), spec.params
-    )
+    obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, cfg.num_envs), spec.params)
     obs = flatten_obs(obs, cfg.num_envs)
     obs_stats = init_stats((spec.obs_dim,))
     if cfg.normalize_obs:
@@ -125,8 +122,9 @@ def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None
     return runner._replace(train_state=train_state, coefs=next_coefs, key=key), metrics
 
 
-def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | None = None,
-          report_every: int = 1) -> TrainOutput:  # fmt: skip
+def train(
+    cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | None = None, report_every: int = 1
+) -> TrainOutput:
     """Train PPO for ``cfg.total_timesteps`` env steps (rounded down to whole updates).
 
     Args:
@@ -144,8 +142,15 @@ def train(cfg: PPOConfig, key: jax.Array, shared=None, *, on_update: Callable | 
       shape ``[num_updates]``; see ``ppo_jax.rl.task.METRIC_NAMES``.
     """
     runner = init(cfg, key)
-    runner, metrics = scan_updates(lambda r, u: step(cfg, r, u), runner, 0, cfg.num_updates,
-                                   num_updates=cfg.num_updates, on_update=on_update, report_every=report_every)  # fmt: skip
+    runner, metrics = scan_updates(
+        lambda r, u: step(cfg, r, u),
+        runner,
+        0,
+        cfg.num_updates,
+        num_updates=cfg.num_updates,
+        on_update=on_update,
+        report_every=report_every,
+    )
     return finish(cfg, runner, metrics)
 
 
@@ -161,10 +166,17 @@ def check(cfg: PPOConfig) -> PPOConfig:
         spec = env_spec(cfg)
     except (NotImplementedError, ImportError) as error:  # e.g. an action space the networks do not support
         raise ConfigError(f"environment {cfg.env}: {error}") from None
-    if brax_envs.is_brax(cfg.env) and cfg.brax_backend == "mjx" and jax.default_backend() == "cpu" \
-            and brax_envs.SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", ""):  # fmt: skip
-        warnings.warn(f"{cfg.env} on backend mjx on the CPU: XLA's CPU scheduler was seen to hang with 1024 envs "
-                      f"(2 cores, jax 0.10.2); if it does, rerun with XLA_FLAGS={brax_envs.SCHEDULER_FLAG}", stacklevel=2)  # fmt: skip
+    if (
+        brax_envs.is_brax(cfg.env)
+        and cfg.brax_backend == "mjx"
+        and jax.default_backend() == "cpu"
+        and brax_envs.SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", "")
+    ):
+        warnings.warn(
+            f"{cfg.env} on backend mjx on the CPU: XLA's CPU scheduler was seen to hang with 1024 envs "
+            f"(2 cores, jax 0.10.2); if it does, rerun with XLA_FLAGS={brax_envs.SCHEDULER_FLAG}",
+            stacklevel=2,
+        )
     if spec.discrete and cfg.action_dist != "gaussian":
         raise ConfigError(
             f"action_dist {cfg.action_dist} shapes continuous actions, and {cfg.env} has discrete ones: "

@@ -14,7 +14,15 @@ from typing import Literal
 
 from flax import struct
 
-from ppo_jax.config_fields import ConfigBase, check_choice, check_leaf_shapes, check_positive_ints, check_range, leaf, static
+from ppo_jax.config_fields import (
+    ConfigBase,
+    check_choice,
+    check_leaf_shapes,
+    check_positive_ints,
+    check_range,
+    leaf,
+    static,
+)
 from ppo_jax.errors import ConfigError
 from ppo_jax.schedules import SCHEDULES, Schedule
 
@@ -97,7 +105,9 @@ class RlhfConfig(ConfigBase):
     """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
 
     LEGACY_FIELDS = {"anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"}}
-    LEGACY_HINTS = {"anneal_lr": "anneal_lr became lr_schedule: write lr_schedule: linear (anneal_lr true) or constant (false)"}
+    LEGACY_HINTS = {
+        "anneal_lr": "anneal_lr became lr_schedule: write lr_schedule: linear (anneal_lr true) or constant (false)"
+    }
 
     @property
     def minibatch_size(self) -> int:
@@ -122,10 +132,22 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
     """Check every field; return cfg unchanged or raise ConfigError (traced leaves are skipped)."""
     check_positive_ints(
         cfg,
-        ("vocab_size", "prompt_len", "max_response_len", "embed_dim", "hidden_dim", "num_prompts",
-         "num_minibatches", "update_epochs", "num_updates", "pretrain_batch", "sft_steps", "rm_steps"),
+        (
+            "vocab_size",
+            "prompt_len",
+            "max_response_len",
+            "embed_dim",
+            "hidden_dim",
+            "num_prompts",
+            "num_minibatches",
+            "update_epochs",
+            "num_updates",
+            "pretrain_batch",
+            "sft_steps",
+            "rm_steps",
+        ),
         allow_zero=("sft_steps", "rm_steps"),
-    )  # fmt: skip
+    )
     if cfg.vocab_size < 3:
         raise ConfigError(f"vocab_size must be at least 3 (PAD, EOS and one content token), got {cfg.vocab_size}.")
     if cfg.max_response_len < cfg.prompt_len + 1:
@@ -145,7 +167,9 @@ def validate(cfg: RlhfConfig) -> RlhfConfig:
     check_range("beta", cfg.beta, low=0, hint=" beta=0 turns the KL penalty off.")
     for name in ("lr", "clip_eps", "vf_clip_eps", "adam_eps", "sft_lr", "rm_lr", "bt_temperature"):
         check_range(name, getattr(cfg, name), low=0, low_open=True)
-    check_range("max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off.")
+    check_range(
+        "max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off."
+    )
     for name in ("ent_coef", "vf_coef"):
         check_range(name, getattr(cfg, name), low=0)
     for name in ("gamma", "gae_lambda", "demo_noise"):

@@ -84,5 +84,7 @@ def train_reward_model(cfg, model: SeqModel, params, key: jax.Array) -> tuple[ob
 def pairwise_accuracy(pred_a: jax.Array, pred_b: jax.Array, true_a: jax.Array, true_b: jax.Array) -> jax.Array:
     """Share of pairs with different true scores that the predicted scores order the same way (ties count half)."""
     decided = true_a != true_b
-    agree = jnp.where(pred_a == pred_b, 0.5, (jnp.sign(pred_a - pred_b) == jnp.sign(true_a - true_b)).astype(jnp.float32))
+    agree = jnp.where(
+        pred_a == pred_b, 0.5, (jnp.sign(pred_a - pred_b) == jnp.sign(true_a - true_b)).astype(jnp.float32)
+    )
     return jnp.where(decided, agree, 0.0).sum() / jnp.maximum(decided.sum(), 1)

@@ -26,7 +26,9 @@ import jax.numpy as jnp
 from ppo_jax.gae import compute_gae
 
 
-def kl_rewards(log_prob: jax.Array, ref_log_prob: jax.Array, mask: jax.Array, *, beta: jax.typing.ArrayLike) -> jax.Array:
+def kl_rewards(
+    log_prob: jax.Array, ref_log_prob: jax.Array, mask: jax.Array, *, beta: jax.typing.ArrayLike
+) -> jax.Array:
     """``-beta * (log_prob - ref_log_prob)`` on response tokens, 0 on padding; ``[B, L]``."""
     return jnp.where(mask, -beta * (log_prob - ref_log_prob), 0.0)
 

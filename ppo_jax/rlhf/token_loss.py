@@ -19,8 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.losses import value_loss
-from ppo_jax.losses import clipped_surrogate_loss
+from ppo_jax.losses import clipped_surrogate_loss, value_loss
 from ppo_jax.rlhf.models import SeqModel, run
 from ppo_jax.rlhf.sft import masked_mean, token_log_probs
 
@@ -43,7 +42,9 @@ def masked_explained_variance(prediction: jax.Array, target: jax.Array, mask: ja
         return masked_mean((x - masked_mean(x, mask)) ** 2, mask)
 
     var_target = var(target)
-    return jnp.where(var_target > 0, 1.0 - var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan)
+    return jnp.where(
+        var_target > 0, 1.0 - var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan
+    )
 
 
 def loss_from_outputs(

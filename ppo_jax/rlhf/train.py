@@ -40,8 +40,8 @@ from ppo_jax.rlhf.rewards import advantages, token_rewards
 from ppo_jax.rlhf.sft import masked_mean, sft, token_log_probs
 from ppo_jax.rlhf.task import METRIC_NAMES
 from ppo_jax.rlhf.token_loss import SequenceBatch, ppo_loss
-from ppo_jax.schedules import scheduled
 from ppo_jax.scan_updates import scan_updates
+from ppo_jax.schedules import scheduled
 
 threefry_cpu.install()  # the same random bits, a faster program on the CPU
 
@@ -107,7 +107,9 @@ def rollout(
     rewards = token_rewards(score, log_prob, ref_log_prob, mask, beta=cfg.beta)
     adv, targets = advantages(rewards, values, mask, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda, mode=cfg.advantage)
 
-    exact_kl = distributions.kl_divergence(distributions.PolicyDist(logits, None), distributions.PolicyDist(ref_logits, None))
+    exact_kl = distributions.kl_divergence(
+        distributions.PolicyDist(logits, None), distributions.PolicyDist(ref_logits, None)
+    )
     metrics = {
         "score": score.mean(),
         "true_score": true_score.mean(),
@@ -138,8 +140,14 @@ def update(
     return train_state, metrics
 
 
-def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None, *,
-          on_update: Callable | None = None, report_every: int = 1) -> RlhfOutput:  # fmt: skip
+def train(
+    cfg: RlhfConfig,
+    key: jax.Array,
+    pretrained: Pretrained | None = None,
+    *,
+    on_update: Callable | None = None,
+    report_every: int = 1,
+) -> RlhfOutput:
     """Token-level PPO from the SFT model for ``cfg.num_updates`` updates.
 
     Args:
@@ -158,8 +166,15 @@ def train(cfg: RlhfConfig, key: jax.Array, pretrained: Pretrained | None = None,
         pretrain_key, key = jax.random.split(key)
         pretrained = pretrain(cfg, pretrain_key)
     carry = init(cfg, key, pretrained)
-    carry, metrics = scan_updates(lambda c, u: step(cfg, c, u, pretrained), carry, 0, cfg.num_updates,
-                                  num_updates=cfg.num_updates, on_update=on_update, report_every=report_every)  # fmt: skip
+    carry, metrics = scan_updates(
+        lambda c, u: step(cfg, c, u, pretrained),
+        carry,
+        0,
+        cfg.num_updates,
+        num_updates=cfg.num_updates,
+        on_update=on_update,
+        report_every=report_every,
+    )
     return finish(cfg, carry, metrics)
 
 

@@ -84,8 +84,15 @@ def read_json(path):
     return json.loads(Path(path).read_text())
 
 
-def check_out_dir(path, force: bool, *, replaceable: Callable[[Path], bool], what: str, marker: str,
-                  error: type[ConfigError] = ConfigError) -> None:  # fmt: skip
+def check_out_dir(
+    path,
+    force: bool,
+    *,
+    replaceable: Callable[[Path], bool],
+    what: str,
+    marker: str,
+    error: type[ConfigError] = ConfigError,
+) -> None:
     """Check, before anything compiles, that a directory can be written at ``path``.
 
     ConfigError if ``path`` is a file; if it is a non-empty directory and ``force``
@@ -172,7 +179,9 @@ def write_directory(
             except OSError:
                 pass
         where = f"; the previous one is at {old}" if old is not None else ""
-        raise OSError(f"could not move the finished output into {path} ({error}); it is complete at {tmp}{where}") from error
+        raise OSError(
+            f"could not move the finished output into {path} ({error}); it is complete at {tmp}{where}"
+        ) from error
     if old is not None and not keep_old:
         _remove(old)
         old = None

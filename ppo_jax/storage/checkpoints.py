@@ -80,8 +80,9 @@ class Checkpoints:
     def save(self, update: int, carry, meta: dict) -> Path:
         """Write the state after ``update`` updates (complete or not at all); returns its directory."""
         ocp = self._ocp
-        args = ocp.args.Composite(state=ocp.args.StandardSave(to_arrays(carry)),
-                                  meta=ocp.args.JsonSave({**meta, "update": int(update)}))  # fmt: skip
+        args = ocp.args.Composite(
+            state=ocp.args.StandardSave(to_arrays(carry)), meta=ocp.args.JsonSave({**meta, "update": int(update)})
+        )
         self._manager.save(int(update), args=args, force=True)
         return self.directory / str(update)
 
@@ -98,12 +99,19 @@ class Checkpoints:
         for update in reversed(self.updates()):
             path = self.directory / str(update)
             try:
-                restored = self._manager.restore(update, args=ocp.args.Composite(
-                    state=ocp.args.StandardRestore(_template(like)), meta=ocp.args.JsonRestore()))  # fmt: skip
+                restored = self._manager.restore(
+                    update,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardRestore(_template(like)), meta=ocp.args.JsonRestore()
+                    ),
+                )
                 return from_arrays(restored.state, like), dict(restored.meta)
             except Exception as error:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous one
-                warnings.warn(f"checkpoint {path} cannot be read ({type(error).__name__}: {str(error)[:200]}); "
-                              "deleted it, using the one before it", stacklevel=2)  # fmt: skip
+                warnings.warn(
+                    f"checkpoint {path} cannot be read ({type(error).__name__}: {str(error)[:200]}); "
+                    "deleted it, using the one before it",
+                    stacklevel=2,
+                )
                 self._manager.delete(update)  # the run writes this update again
         raise ConfigError(f"no readable checkpoint in {self.directory}; start the run again (without --resume).")
 

@@ -56,8 +56,10 @@ def find_unfinished(out) -> Path:
             return path
     if is_output_dir(out):
         raise ConfigError(f"--resume: the run in {out} is complete; there is nothing to resume.")
-    raise ConfigError(f"--resume: {out} holds no unfinished ppo-jax run (no config.json and metadata.json with "
-                      "status running or interrupted); start it without --resume.")  # fmt: skip
+    raise ConfigError(
+        f"--resume: {out} holds no unfinished ppo-jax run (no config.json and metadata.json with "
+        "status running or interrupted); start it without --resume."
+    )
 
 
 class LiveRun:
@@ -126,8 +128,10 @@ class LiveRun:
             path.unlink(missing_ok=True)
             return
         if not path.exists() or path.stat().st_size < length:
-            raise ConfigError(f"{path} is shorter than its checkpoint says ({length} bytes); the run directory was "
-                              "changed by hand. Start the run again without --resume.")  # fmt: skip
+            raise ConfigError(
+                f"{path} is shorter than its checkpoint says ({length} bytes); the run directory was "
+                "changed by hand. Start the run again without --resume."
+            )
         with open(path, "r+b") as f:
             f.truncate(length)
 

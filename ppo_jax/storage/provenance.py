@@ -25,9 +25,13 @@ def _version(dist: str) -> str | None:
 def _git(args: list[str], cwd: Path) -> str | None:
     try:
         proc = subprocess.run(
-            ["git", *args], cwd=cwd, capture_output=True, text=True, timeout=10,
+            ["git", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=10,
             env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
-        )  # fmt: skip
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return proc.stdout.strip() if proc.returncode == 0 else None
@@ -53,7 +57,7 @@ def git_state() -> tuple[str | None, bool | None]:
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).astimezone().isoformat(timespec="seconds")
+    return datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
 
 
 def collect_metadata(command: list[str], task: str = "ppo") -> dict[str, Any]:

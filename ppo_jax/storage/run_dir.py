@@ -52,8 +52,13 @@ def is_output_dir(path: Path) -> bool:
 
 def prepare_out_dir(path, force: bool) -> None:
     """``check_out_dir`` for run and sweep outputs: ``force`` replaces only a ppo-jax run or sweep directory."""
-    check_out_dir(path, force, replaceable=is_output_dir, what="ppo-jax run directory",
-                  marker=f"no {CONFIG_FILE} or spec.json with {METADATA_FILE}")  # fmt: skip
+    check_out_dir(
+        path,
+        force,
+        replaceable=is_output_dir,
+        what="ppo-jax run directory",
+        marker=f"no {CONFIG_FILE} or spec.json with {METADATA_FILE}",
+    )
 
 
 def config_record(task, cfg, seeds) -> dict[str, Any]:
@@ -87,7 +92,9 @@ def metrics_frame(task, cfg, seeds, metrics: Mapping, first_update: int = 0):
     count = next(iter(arrays.values())).shape[-1]
     for name, array in arrays.items():
         if array.shape != (len(seeds), count):
-            raise ValueError(f"metric {name!r} has shape {array.shape}, expected (num_seeds, updates) = {(len(seeds), count)}")
+            raise ValueError(
+                f"metric {name!r} has shape {array.shape}, expected (num_seeds, updates) = {(len(seeds), count)}"
+            )
     update = np.arange(first_update, first_update + count, dtype=np.int64)
     columns = {
         "seed": np.repeat(seeds, count),
@@ -107,10 +114,17 @@ def evaluation_frame(seeds, evaluation):
         returns = np.asarray(getattr(evaluation, policy), dtype=np.float64)
         lengths = np.asarray(getattr(evaluation, f"{policy}_length"), dtype=np.int64)
         num_seeds, episodes = returns.shape
-        frames.append(pd.DataFrame({
-            "seed": np.repeat(np.asarray(seeds, dtype=np.int64), episodes), "policy": policy,
-            "episode": np.tile(np.arange(episodes), num_seeds), "return": returns.reshape(-1), "length": lengths.reshape(-1),
-        }))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "seed": np.repeat(np.asarray(seeds, dtype=np.int64), episodes),
+                    "policy": policy,
+                    "episode": np.tile(np.arange(episodes), num_seeds),
+                    "return": returns.reshape(-1),
+                    "length": lengths.reshape(-1),
+                }
+            )
+        )
     return pd.concat(frames, ignore_index=True)
 
 

@@ -14,7 +14,6 @@ import math
 import re
 from typing import Any, NamedTuple
 
-
 from ppo_jax.config_fields import static_fields
 from ppo_jax.errors import SpecError
 from ppo_jax.sweep.spec import SweepSpec

@@ -177,7 +177,9 @@ def stack_pairs(cfgs: list, seeds: list[int], size: int) -> tuple[Any, np.ndarra
     return stacked, keys
 
 
-def run_program(program: Program, task: Task, cfgs: list, seeds: list[int], mesh: Mesh, shared=None) -> dict[str, np.ndarray]:
+def run_program(
+    program: Program, task: Task, cfgs: list, seeds: list[int], mesh: Mesh, shared=None
+) -> dict[str, np.ndarray]:
     """Run one chunk: ``metrics[name]`` is ``float32[len(cfgs), num_logs]`` (``[len(cfgs)]`` for ``task.eval_names``)."""
     sharding = NamedSharding(mesh, PartitionSpec("pairs"))
     stacked, keys = stack_pairs(cfgs, seeds, program.size)

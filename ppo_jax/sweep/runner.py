@@ -24,8 +24,9 @@ import shutil
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -36,14 +37,30 @@ from ppo_jax.segments import checkpoint_interval
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
 from ppo_jax.storage.provenance import collect_metadata, now_iso
 from ppo_jax.sweep import sweep_dir
-from ppo_jax.sweep.plan import Chunk, Group, format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, part_slice, round_up
+from ppo_jax.sweep.plan import (
+    Chunk,
+    Group,
+    format_bytes,
+    group_pairs,
+    make_chunks,
+    parse_bytes,
+    parse_part,
+    part_slice,
+    round_up,
+)
 from ppo_jax.sweep.program import (
-    Program, Shared, compile_program, default_memory_budget, device_mesh, fit_program, prepare_shared_once, run_program,
-)  # fmt: skip
+    Program,
+    Shared,
+    compile_program,
+    default_memory_budget,
+    device_mesh,
+    fit_program,
+    prepare_shared_once,
+    run_program,
+)
 from ppo_jax.sweep.segmented import programs_cache_clear, run_chunk_in_segments
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
-
 
 
 class SweepPlan(NamedTuple):
@@ -59,10 +76,16 @@ class SweepPlan(NamedTuple):
 
     def to_dict(self) -> dict:
         groups = [
-            {"group": g.index, "env": self.spec.task.env_of(g.cfg), "static": g.static, "num_pairs": len(g.pairs),
-             "chunk_size": size, "memory_bytes": self.programs[g.index].memory if g.index in self.programs else None}
-            for g, size in zip(self.groups, self.chunk_sizes)
-        ]  # fmt: skip
+            {
+                "group": g.index,
+                "env": self.spec.task.env_of(g.cfg),
+                "static": g.static,
+                "num_pairs": len(g.pairs),
+                "chunk_size": size,
+                "memory_bytes": self.programs[g.index].memory if g.index in self.programs else None,
+            }
+            for g, size in zip(self.groups, self.chunk_sizes, strict=True)
+        ]
         chunks = [{"id": c.chunk_id, "group": c.group, "pairs": [list(p) for p in c.pairs]} for c in self.chunks]
         return {"chunk_sizes": self.chunk_sizes, "num_devices": self.num_devices, "groups": groups, "chunks": chunks}
 
@@ -115,7 +138,9 @@ def _from_process_0(values) -> np.ndarray:
     return np.asarray(multihost_utils.broadcast_one_to_all(values))
 
 
-def plan_sweep(spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say) -> SweepPlan:
+def plan_sweep(
+    spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say
+) -> SweepPlan:
     """Group, size and chunk a sweep (compiling one program per group to read its memory estimate).
 
     Chunk sizes: from ``stored`` (a directory's plan.json) if given; else
@@ -138,10 +163,14 @@ def plan_sweep(spec, *, chunk_size: int | None = None, memory_budget=None, store
     else:
         sizes = []
         for g in groups:
-            programs[g.index] = fit_program(spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec))
+            programs[g.index] = fit_program(
+                spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec)
+            )
             sizes.append(programs[g.index].size)
-            log(f"group {g.index} ({_describe(g, spec)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
-                f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s")  # fmt: skip
+            log(
+                f"group {g.index} ({_describe(g, spec)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
+                f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s"
+            )
     sizes = [int(s) for s in _from_process_0(sizes)]
     return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
 
@@ -159,14 +188,22 @@ def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
         **collect_metadata(command, spec.task.name),
         "status": "running",
         "sweep": {
-            "name": spec.name, "envs": list(spec.envs), "axes": list(spec.axes), "num_settings": spec.num_combos,
-            "num_seeds": len(spec.seeds), "num_pairs": len(spec.settings) * len(spec.seeds),
-            "num_programs": len(sweep_plan.groups), "num_chunks": len(sweep_plan.chunks),
-            "chunk_sizes": sweep_plan.chunk_sizes, "num_devices": sweep_plan.num_devices, "num_hosts": jax.process_count(),
-            "memory_budget_bytes": sweep_plan.budget, "log_every": spec.log_every,
+            "name": spec.name,
+            "envs": list(spec.envs),
+            "axes": list(spec.axes),
+            "num_settings": spec.num_combos,
+            "num_seeds": len(spec.seeds),
+            "num_pairs": len(spec.settings) * len(spec.seeds),
+            "num_programs": len(sweep_plan.groups),
+            "num_chunks": len(sweep_plan.chunks),
+            "chunk_sizes": sweep_plan.chunk_sizes,
+            "num_devices": sweep_plan.num_devices,
+            "num_hosts": jax.process_count(),
+            "memory_budget_bytes": sweep_plan.budget,
+            "log_every": spec.log_every,
             "pretrain": spec.canonical.get("pretrain"),
         },
-    }  # fmt: skip
+    }
 
 
 def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="auto", log=_say) -> str:
@@ -199,7 +236,7 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(sweep_plan.budget)} per device",
         f"{len(sweep_plan.groups)} program(s), {len(sweep_plan.chunks)} chunk(s):",
     ]
-    for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs):
+    for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs, strict=True):
         count = sum(c.group == g.index for c in sweep_plan.chunks)
         lines.append(
             f"  group {g.index}: {_describe(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
@@ -224,10 +261,14 @@ def _program(sweep_plan: SweepPlan, group: Group, mesh, log: Callable) -> Progra
         spec = sweep_plan.spec
         program = compile_program(spec.task, group.cfg, size, mesh, spec.log_every, shared_mode(spec))
         sweep_plan.programs[group.index] = program
-        log(f"group {group.index} ({_describe(group, sweep_plan.spec)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
-            f"~{format_bytes(program.memory)}/device")  # fmt: skip
+        log(
+            f"group {group.index} ({_describe(group, sweep_plan.spec)}): compiled for {size} pairs in {program.compile_seconds:.1f} s, "
+            f"~{format_bytes(program.memory)}/device"
+        )
         if program.memory > sweep_plan.budget:
-            log(f"warning: that is over the memory budget of {format_bytes(sweep_plan.budget)}; use a smaller --chunk-size")
+            log(
+                f"warning: that is over the memory budget of {format_bytes(sweep_plan.budget)}; use a smaller --chunk-size"
+            )
     return program
 
 
@@ -244,8 +285,15 @@ def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) ->
     return shared[group.index], seconds
 
 
-def _run_chunk(sweep_plan: SweepPlan, chunk: Chunk, mesh, log: Callable, charged: set, shared: dict,
-               checkpointing: tuple[str, Path] | None = None) -> tuple[pd.DataFrame, dict]:  # fmt: skip
+def _run_chunk(
+    sweep_plan: SweepPlan,
+    chunk: Chunk,
+    mesh,
+    log: Callable,
+    charged: set,
+    shared: dict,
+    checkpointing: tuple[str, Path] | None = None,
+) -> tuple[pd.DataFrame, dict]:
     """Run one chunk; its info charges a program's compile time (and shared pretraining) to the first chunk that uses it.
 
     ``checkpointing = (checkpoint_every, directory)``: run it in segments, checkpointed
@@ -265,19 +313,41 @@ def _run_chunk(sweep_plan: SweepPlan, chunk: Chunk, mesh, log: Callable, charged
     else:
         every, directory = checkpointing
         size = round_up(sweep_plan.chunk_sizes[group.index], mesh.size)
-        compile_seconds, memory = 0.0, sweep_plan.programs[group.index].memory if group.index in sweep_plan.programs else None
+        compile_seconds, memory = (
+            0.0,
+            sweep_plan.programs[group.index].memory if group.index in sweep_plan.programs else None,
+        )
         interval = checkpoint_interval(every, task.num_updates(group.cfg))
-        metrics = run_chunk_in_segments(task, cfgs, seeds, size, mesh, shared_values, shared_mode(sweep_plan.spec),
-                                        log_every=sweep_plan.spec.log_every, interval=interval, directory=directory)  # fmt: skip
+        metrics = run_chunk_in_segments(
+            task,
+            cfgs,
+            seeds,
+            size,
+            mesh,
+            shared_values,
+            shared_mode(sweep_plan.spec),
+            log_every=sweep_plan.spec.log_every,
+            interval=interval,
+            directory=directory,
+        )
     run_seconds = time.perf_counter() - start
     env_steps = sum(task.num_updates(c) * task.steps_per_update(c) for c in cfgs)
     info = {
-        "chunk": chunk.chunk_id, "pairs": len(chunk.pairs), "padded_pairs": size - len(chunk.pairs),
-        "compile_seconds": compile_seconds, "pretrain_seconds": pretrain_seconds, "run_seconds": run_seconds,
-        "env_steps": env_steps, "env_steps_per_second": env_steps / run_seconds, "unit": task.sample_unit,
-        "memory_bytes": memory, "segmented": checkpointing is not None,
-        "devices": mesh.size, "host": socket.gethostname(), "finished": now_iso(),
-    }  # fmt: skip
+        "chunk": chunk.chunk_id,
+        "pairs": len(chunk.pairs),
+        "padded_pairs": size - len(chunk.pairs),
+        "compile_seconds": compile_seconds,
+        "pretrain_seconds": pretrain_seconds,
+        "run_seconds": run_seconds,
+        "env_steps": env_steps,
+        "env_steps_per_second": env_steps / run_seconds,
+        "unit": task.sample_unit,
+        "memory_bytes": memory,
+        "segmented": checkpointing is not None,
+        "devices": mesh.size,
+        "host": socket.gethostname(),
+        "finished": now_iso(),
+    }
     return chunk_frame(sweep_plan.spec, chunk, metrics), info
 
 
@@ -359,13 +429,15 @@ def release_programs(sweep_plan: SweepPlan, group: int) -> None:
     jax.clear_caches()  # and every jit's compiled executables
 
 
-def _execute(sweep_plan: SweepPlan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None) -> pd.DataFrame:
+def _execute(
+    sweep_plan: SweepPlan, out: Path | None, part, progress: bool, log: Callable, checkpoint_every=None
+) -> pd.DataFrame:
     sizes = [int(s) for s in _from_process_0(sweep_plan.chunk_sizes)]
     sweep_plan = sweep_plan._replace(chunk_sizes=sizes, chunks=make_chunks(sweep_plan.groups, sizes))
     mine = [sweep_plan.chunks[i] for i in part_slice(len(sweep_plan.chunks), part)]
     done = sweep_dir.done_chunks(out) if out is not None and jax.process_index() == 0 else set()
     pending_mask = _from_process_0([c.chunk_id not in done for c in mine])
-    pending = [c for c, todo in zip(mine, pending_mask) if todo]
+    pending = [c for c, todo in zip(mine, pending_mask, strict=True) if todo]
     if out is not None and len(pending) < len(mine):
         log(f"resuming {out}: {len(mine) - len(pending)} of {len(mine)} chunks already done")
     mesh, frames, charged, shared = device_mesh(), {}, set(), {}
@@ -373,7 +445,9 @@ def _execute(sweep_plan: SweepPlan, out: Path | None, part, progress: bool, log:
 
     with tqdm(total=len(pending), unit="chunk", disable=not progress, dynamic_ncols=True) as bar:
         for chunk in pending:
-            checkpointing = None if checkpoint_every is None else (checkpoint_every, out / CHECKPOINT_DIR / chunk.chunk_id)
+            checkpointing = (
+                None if checkpoint_every is None else (checkpoint_every, out / CHECKPOINT_DIR / chunk.chunk_id)
+            )
             frame, info = _run_chunk(sweep_plan, chunk, mesh, log, charged, shared, checkpointing)
             if out is not None and jax.process_index() == 0:
                 sweep_dir.write_chunk(out, chunk.chunk_id, frame, info)

@@ -22,10 +22,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ppo_jax.scan_updates import scan_updates
 from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep.program import Shared, log_updates, stack_pairs, window_metrics
 from ppo_jax.task_contract import Task
-from ppo_jax.scan_updates import scan_updates
 from ppo_jax.vmap_runs import vmap_runs
 
 
@@ -44,8 +44,14 @@ def _pair_init(cfg, key_data, shared, *, task: Task, how: Shared):
 def _pair_advance(cfg, state, first, shared, *, task: Task, how: Shared, length: int, log_every: int):
     carry, own = state if how.mode == "per_setting" else (state, shared)
     num_updates = task.num_updates(cfg)
-    carry, metrics = scan_updates(lambda c, u: task.step(cfg, c, u, own), carry, first, length,
-                                  num_updates=num_updates, masked=num_updates % length != 0)  # fmt: skip
+    carry, metrics = scan_updates(
+        lambda c, u: task.step(cfg, c, u, own),
+        carry,
+        first,
+        length,
+        num_updates=num_updates,
+        masked=num_updates % length != 0,
+    )
     metrics = window_metrics({name: metrics[name] for name in task.metric_names}, log_every, task.summed_metrics)
     return ((carry, own) if how.mode == "per_setting" else carry), metrics
 
@@ -58,13 +64,24 @@ def _pair_finish(cfg, state, key_data, shared, *, task: Task, how: Shared):
 @functools.cache
 def _programs(task: Task, mesh: Mesh, how: Shared, length: int, log_every: int):
     pairs, replicated = NamedSharding(mesh, PartitionSpec("pairs")), NamedSharding(mesh, PartitionSpec())
-    init = jax.jit(vmap_runs(functools.partial(_pair_init, task=task, how=how), in_axes=(0, 0, None)),
-                   in_shardings=(pairs, pairs, replicated), out_shardings=pairs)  # fmt: skip
-    advance = jax.jit(vmap_runs(functools.partial(_pair_advance, task=task, how=how, length=length, log_every=log_every),
-                               in_axes=(0, 0, None, None)),
-                      in_shardings=(pairs, pairs, replicated, replicated), out_shardings=pairs)  # fmt: skip
-    finish = jax.jit(vmap_runs(functools.partial(_pair_finish, task=task, how=how), in_axes=(0, 0, 0, None)),
-                     in_shardings=(pairs, pairs, pairs, replicated), out_shardings=pairs)  # fmt: skip
+    init = jax.jit(
+        vmap_runs(functools.partial(_pair_init, task=task, how=how), in_axes=(0, 0, None)),
+        in_shardings=(pairs, pairs, replicated),
+        out_shardings=pairs,
+    )
+    advance = jax.jit(
+        vmap_runs(
+            functools.partial(_pair_advance, task=task, how=how, length=length, log_every=log_every),
+            in_axes=(0, 0, None, None),
+        ),
+        in_shardings=(pairs, pairs, replicated, replicated),
+        out_shardings=pairs,
+    )
+    finish = jax.jit(
+        vmap_runs(functools.partial(_pair_finish, task=task, how=how), in_axes=(0, 0, 0, None)),
+        in_shardings=(pairs, pairs, pairs, replicated),
+        out_shardings=pairs,
+    )
     return init, advance, finish
 
 
@@ -73,8 +90,20 @@ def programs_cache_clear() -> None:
     _programs.cache_clear()
 
 
-def run_chunk_in_segments(task: Task, cfgs: list, seeds: list[int], size: int, mesh: Mesh, shared, how: Shared, *,
-                          log_every: int, interval: int, directory: Path, keep: int = 2) -> dict[str, np.ndarray]:  # fmt: skip
+def run_chunk_in_segments(
+    task: Task,
+    cfgs: list,
+    seeds: list[int],
+    size: int,
+    mesh: Mesh,
+    shared,
+    how: Shared,
+    *,
+    log_every: int,
+    interval: int,
+    directory: Path,
+    keep: int = 2,
+) -> dict[str, np.ndarray]:
     """Run one chunk as segments, checkpointing after each (``interval`` updates) into ``directory``, resumed from it if there.
 
     The caller removes ``directory`` once the chunk's table is written.

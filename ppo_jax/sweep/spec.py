@@ -65,14 +65,34 @@ import numpy as np
 from ppo_jax.config_fields import MAX_SEED
 from ppo_jax.errors import ConfigError, SpecError, close_matches
 from ppo_jax.sweep.spec_axes import (
-    ENV_NOT_AXIS, SpecContext, check_axis_name, expand_grid, expand_random, expand_zip, mapping, validated,
-)  # fmt: skip
+    ENV_NOT_AXIS,
+    SpecContext,
+    check_axis_name,
+    expand_grid,
+    expand_random,
+    expand_zip,
+    mapping,
+    validated,
+)
 from ppo_jax.sweep.spec_values import column_value, short_float
 from ppo_jax.sweep.spec_yaml import Locator, parse_yaml
 from ppo_jax.task_contract import Task
 from ppo_jax.task_registry import DEFAULT_TASK, get_task
 
-TOP_KEYS = ("name", "description", "task", "base", "envs", "env_base", "seeds", "grid", "zip", "random", "pretrain", "log_every")
+TOP_KEYS = (
+    "name",
+    "description",
+    "task",
+    "base",
+    "envs",
+    "env_base",
+    "seeds",
+    "grid",
+    "zip",
+    "random",
+    "pretrain",
+    "log_every",
+)
 PRETRAIN_KEYS = ("seed", "per_setting")
 
 
@@ -129,8 +149,10 @@ def _envs(raw, base, ctx: SpecContext, taken: dict, env_base=None) -> tuple[str,
     field = ctx.task.env_field
     if field is None:
         if raw is not None:
-            raise ctx.error(("envs",), f"task {ctx.task.name} has no environment to choose (it is its own: "
-                                       f"{ctx.task.env_id}); remove envs:.")  # fmt: skip
+            raise ctx.error(
+                ("envs",),
+                f"task {ctx.task.name} has no environment to choose (it is its own: {ctx.task.env_id}); remove envs:.",
+            )
         return (ctx.task.env_of(base),)
     if raw is None:
         return (ctx.task.env_of(base),)
@@ -158,7 +180,9 @@ def _env_base(raw, envs: tuple[str, ...], base, ctx: SpecContext, taken: dict) -
             if name == ctx.task.env_field:
                 raise ctx.error(("env_base", env, name), ENV_NOT_AXIS)
             if name in taken:
-                raise ctx.error(("env_base", env, name), f"{name} is swept in {taken[name]}; it cannot also be fixed per env.")
+                raise ctx.error(
+                    ("env_base", env, name), f"{name} is swept in {taken[name]}; it cannot also be fixed per env."
+                )
             values[name] = ctx.coerce(name, value, ("env_base", env, name))
         try:
             ctx.task.validate(base.replace(**{ctx.task.env_field: env}, **values))
@@ -199,7 +223,9 @@ def _pretrain(raw, ctx: SpecContext) -> tuple[int, bool]:
     raw = mapping(raw, ctx, ("pretrain",))
     for key in raw:
         if key not in PRETRAIN_KEYS:
-            raise ctx.error(("pretrain", key), f"unknown key {key!r}.{close_matches(key, PRETRAIN_KEYS)} Expected {PRETRAIN_KEYS}.")
+            raise ctx.error(
+                ("pretrain", key), f"unknown key {key!r}.{close_matches(key, PRETRAIN_KEYS)} Expected {PRETRAIN_KEYS}."
+            )
     seed, per_setting = raw.get("seed", 0), raw.get("per_setting", False)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
         raise ctx.error(("pretrain", "seed"), f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}.")
@@ -241,7 +267,9 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     ctx = SpecContext(filename, lines or {}, task)
     for key in raw:
         if key not in TOP_KEYS:
-            hint = close_matches(key, TOP_KEYS) or (" Config fields go under base: or an axis." if key in ctx.fields else "")
+            hint = close_matches(key, TOP_KEYS) or (
+                " Config fields go under base: or an axis." if key in ctx.fields else ""
+            )
             raise ctx.error((key,), f"unknown spec key {key!r}.{hint} Expected one of {TOP_KEYS}.")
     pretrain_seed, per_setting = _pretrain(raw.get("pretrain"), ctx)
     ctx.shared_fixed = bool(task.shared_fields) and not per_setting
@@ -288,8 +316,9 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         canonical["pretrain"] = {"seed": pretrain_seed, "per_setting": per_setting}
     if env_base:  # only when given, so that specs without it keep their canonical form (and --resume)
         canonical["env_base"] = _plain(env_base)
-    return SweepSpec(name, task, base, envs, seeds, axes, tuple(settings), log_every, canonical, text,
-                     pretrain_seed, per_setting)  # fmt: skip
+    return SweepSpec(
+        name, task, base, envs, seeds, axes, tuple(settings), log_every, canonical, text, pretrain_seed, per_setting
+    )
 
 
 def _plain(value):

@@ -50,7 +50,9 @@ def check_axis_name(name, ctx: SpecContext, path: tuple, taken: dict) -> None:
         raise ctx.error(path, f"{ctx.task.config_class.LEGACY_HINTS[name]}.")
     if name not in ctx.fields:
         config = ctx.task.config_class.__name__
-        raise ctx.error(path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}")
+        raise ctx.error(
+            path, f"unknown {config} field {name!r} (task {ctx.task.name}).{close_matches(name, ctx.fields)}"
+        )
     if taken is None:  # base: any field; an axis overrides it
         return
     if name == ctx.task.env_field:
@@ -110,7 +112,7 @@ def _list_axes(raw, ctx: SpecContext, taken: dict, block: str) -> dict[str, list
 def expand_grid(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
     """(normal form, rows): the Cartesian product of the axes, the last varying fastest."""
     axes = _list_axes(raw, ctx, taken, "grid")
-    rows = [dict(zip(axes, combo)) for combo in itertools.product(*axes.values())]
+    rows = [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
     return axes, rows
 
 
@@ -120,7 +122,7 @@ def expand_zip(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
     lengths = {k: len(v) for k, v in axes.items()}
     if len(set(lengths.values())) > 1:
         raise ctx.error(("zip",), f"zip axes must have equal lengths, got {lengths}.")
-    rows = [dict(zip(axes, combo)) for combo in zip(*axes.values())] if axes else [{}]
+    rows = [dict(zip(axes, combo, strict=True)) for combo in zip(*axes.values(), strict=True)] if axes else [{}]
     return axes, rows
 
 
@@ -166,7 +168,9 @@ def expand_random(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]
         return {}, [{}]
     for key in raw:
         if key not in RANDOM_KEYS:
-            raise ctx.error(("random", key), f"unknown key {key!r}.{close_matches(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}.")
+            raise ctx.error(
+                ("random", key), f"unknown key {key!r}.{close_matches(key, RANDOM_KEYS)} Expected {RANDOM_KEYS}."
+            )
     num, seed = raw.get("num_samples"), raw.get("seed", 0)
     for key, value, low in (("num_samples", num, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:

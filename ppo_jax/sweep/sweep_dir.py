@@ -46,7 +46,11 @@ CHUNK_FILE = re.compile(r"g\d{3}-c\d{5}\.parquet")
 def spec_record(spec: SweepSpec) -> dict:
     """What spec.json holds: the normal form and the expanded settings (random samples included)."""
     settings = [
-        {"setting_id": s.setting_id, "env": s.env, **{k: list(v) if isinstance(v, tuple) else v for k, v in s.values.items()}}
+        {
+            "setting_id": s.setting_id,
+            "env": s.env,
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in s.values.items()},
+        }
         for s in spec.settings
     ]
     return {"spec": spec.canonical, "settings": settings}
@@ -114,7 +118,10 @@ def check_out(out: Path, spec: SweepSpec, *, resume: bool, force: bool, joining:
         return None
     if not is_sweep_dir(out):
         prepare_out_dir(out, force=False)  # raises: exists and is not empty
-    stored, now = _translate_legacy(spec, read_json(out / SPEC_JSON)), json.loads(json.dumps(json_safe(spec_record(spec))))
+    stored, now = (
+        _translate_legacy(spec, read_json(out / SPEC_JSON)),
+        json.loads(json.dumps(json_safe(spec_record(spec)))),
+    )
     if stored != now:
         raise SpecError(
             f"{out} holds a sweep of a different spec; refusing to mix results. Use another --out, or --force to "
@@ -140,7 +147,9 @@ def create(out: Path, spec: SweepSpec, plan: dict, metadata: dict, *, force: boo
 
     def write(tmp: Path) -> None:
         (tmp / CHUNK_DIR).mkdir()
-        (tmp / SPEC_YAML).write_text(spec.text if spec.text is not None else yaml.safe_dump(spec.canonical, sort_keys=False))
+        (tmp / SPEC_YAML).write_text(
+            spec.text if spec.text is not None else yaml.safe_dump(spec.canonical, sort_keys=False)
+        )
         write_json(tmp / SPEC_JSON, spec_record(spec))
         write_json(tmp / PLAN_FILE, plan)
         write_json(tmp / METADATA_FILE, metadata)

@@ -53,7 +53,9 @@ def chunk_frame(spec: SweepSpec, chunk: Chunk, metrics: dict[str, np.ndarray]) -
         "env_steps": np.tile((updates + 1) * task.steps_per_update(cfg), n).astype(np.int64),
     }
     for axis in spec.axes:
-        values = np.array([column_value(s.values[axis]) for s in settings], dtype=_DTYPES[field_kind(task.config_class, axis)])
+        values = np.array(
+            [column_value(s.values[axis]) for s in settings], dtype=_DTYPES[field_kind(task.config_class, axis)]
+        )
         columns[axis] = np.repeat(values, num_logs)
     for name, column in metric_columns(task).items():
         array = np.asarray(metrics[name], dtype=np.float32)
@@ -93,9 +95,16 @@ def summarize(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
     task, rows = spec.task, []
     for (env, setting_id), runs in table.groupby(["env", "setting_id"], sort=False):
         first = runs.iloc[0]
-        row = {"env": env, "setting_id": setting_id, **{a: first[a] for a in spec.axes}, "seeds": runs["seed"].nunique()}
+        row = {
+            "env": env,
+            "setting_id": setting_id,
+            **{a: first[a] for a in spec.axes},
+            "seeds": runs["seed"].nunique(),
+        }
         for name in task.reported:
-            per_seed = [final_value(run[name].to_numpy(), task.final_fraction) for _, run in runs.groupby("seed", sort=False)]
+            per_seed = [
+                final_value(run[name].to_numpy(), task.final_fraction) for _, run in runs.groupby("seed", sort=False)
+            ]
             row[f"final_{name}"], row[f"final_{name}_ci95_low"], row[f"final_{name}_ci95_high"] = bootstrap_ci(per_seed)
         rows.append(row)
     return pd.DataFrame(rows)
@@ -113,8 +122,12 @@ def format_summary(summary: pd.DataFrame, task: Task, top: int = 10) -> str:
         table = shown.drop(columns=["env"]).copy()
         for name in task.reported:
             column = f"final_{name}"
-            table[column] = [f"{m:.4g} [{lo:.4g}, {hi:.4g}]" for m, lo, hi in
-                             zip(table[column], table[f"{column}_ci95_low"], table[f"{column}_ci95_high"])]  # fmt: skip
+            table[column] = [
+                f"{m:.4g} [{lo:.4g}, {hi:.4g}]"
+                for m, lo, hi in zip(
+                    table[column], table[f"{column}_ci95_low"], table[f"{column}_ci95_high"], strict=True
+                )
+            ]
             table = table.drop(columns=[f"{column}_ci95_low", f"{column}_ci95_high"])
         lines += [title, table.to_string(index=False), ""]
     return "\n".join(lines).rstrip()

@@ -25,27 +25,56 @@ IDP = "brax/inverted_double_pendulum"
 # 10 epochs, minibatch 64 = 2048 / 32, gamma 0.99, lambda 0.95, clip 0.2, one env, no entropy bonus,
 # 64x64 tanh, Gaussian, 1M steps), with baselines ppo2's normalization, gradient clip 0.5, value clipping, constant lr.
 MUJOCO = {
-    "total_timesteps": 1_000_000, "num_envs": 1, "num_steps": 2048, "num_minibatches": 32, "update_epochs": 10,
-    "lr": 3e-4, "lr_schedule": "constant", "gamma": 0.99, "gae_lambda": 0.95, "clip_eps": 0.2,
-    "ent_coef": 0.0, "hidden_sizes": (64, 64), "activation": "tanh", "action_dist": "gaussian",
-    "normalize_obs": True, "normalize_reward": True, "max_grad_norm": 0.5, "clip_vloss": True,
-}  # fmt: skip
+    "total_timesteps": 1_000_000,
+    "num_envs": 1,
+    "num_steps": 2048,
+    "num_minibatches": 32,
+    "update_epochs": 10,
+    "lr": 3e-4,
+    "lr_schedule": "constant",
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_eps": 0.2,
+    "ent_coef": 0.0,
+    "hidden_sizes": (64, 64),
+    "activation": "tanh",
+    "action_dist": "gaussian",
+    "normalize_obs": True,
+    "normalize_reward": True,
+    "max_grad_norm": 0.5,
+    "clip_vloss": True,
+}
 
 # PPOConfig's own defaults (CleanRL's ppo.py, CartPole): what --preset none keeps.
 PLAIN = {
-    "total_timesteps": 500_000, "num_envs": 4, "num_steps": 128, "num_minibatches": 4, "update_epochs": 4,
-    "lr": 2.5e-4, "lr_schedule": "linear", "ent_coef": 0.01, "normalize_obs": False,
+    "total_timesteps": 500_000,
+    "num_envs": 4,
+    "num_steps": 128,
+    "num_minibatches": 4,
+    "update_epochs": 4,
+    "lr": 2.5e-4,
+    "lr_schedule": "linear",
+    "ent_coef": 0.01,
+    "normalize_obs": False,
     "normalize_reward": False,
-}  # fmt: skip
+}
 
 # Brax's training notebook, inverted_double_pendulum (PPO): num_timesteps 20M, reward_scaling 10, unroll_length 5,
 # num_minibatches 32, num_updates_per_batch 4, discounting 0.97, learning_rate 3e-4, entropy_cost 1e-2,
 # num_envs 2048, batch_size 1024 -> 1024 * 32 * 5 = 163,840 steps per update = 2048 envs x 80 steps.
 BRAX_IDP = {
-    "total_timesteps": 20_000_000, "reward_scale": 10.0, "num_envs": 2048, "num_steps": 80,
-    "num_minibatches": 32, "update_epochs": 4, "gamma": 0.97, "lr": 3e-4, "ent_coef": 1e-2, "clip_eps": 0.3,
+    "total_timesteps": 20_000_000,
+    "reward_scale": 10.0,
+    "num_envs": 2048,
+    "num_steps": 80,
+    "num_minibatches": 32,
+    "update_epochs": 4,
+    "gamma": 0.97,
+    "lr": 3e-4,
+    "ent_coef": 1e-2,
+    "clip_eps": 0.3,
     "action_dist": "tanh_gaussian",
-}  # fmt: skip
+}
 
 HEADER = f"preset: mujoco (default for {IDP}; --preset none for the plain defaults)"
 
@@ -79,7 +108,9 @@ def test_gymnax_envs_keep_the_plain_defaults(env):
 
 
 def test_flags_override_the_default_preset():
-    args = parse(["train", "--env", IDP, "--lr", "1e-3", "--num-envs", "2", "--num-minibatches", "8", "--no-normalize-reward"])
+    args = parse(
+        ["train", "--env", IDP, "--lr", "1e-3", "--num-envs", "2", "--num-minibatches", "8", "--no-normalize-reward"]
+    )
     assert args.preset == "mujoco"
     assert_values(args.config, {**MUJOCO, "lr": 1e-3, "num_envs": 2, "num_minibatches": 8, "normalize_reward": False})
 
@@ -133,7 +164,7 @@ def runs(monkeypatch):
 )
 def test_the_header_names_the_preset_and_the_run_records_it(runs, capsys, args, header, preset, expected):
     assert main(["train", "--env", IDP, *args, "--seeds", "2"]) == 0
-    (task, cfg, options), = runs
+    ((task, cfg, options),) = runs
     assert task.name == "ppo" and options.seeds == [0, 1]
     assert options.preset == preset  # metadata.json's "run" (RunOptions) holds it
     assert_values(cfg, expected)
@@ -146,7 +177,7 @@ def test_the_header_names_the_preset_and_the_run_records_it(runs, capsys, args, 
 
 def test_a_run_without_a_preset_prints_no_preset_line(runs, capsys):
     assert main(["train", "--env", "Pendulum-v1"]) == 0
-    (_, cfg, options), = runs
+    ((_, cfg, options),) = runs
     assert options.preset is None and cfg.num_envs == 4
     assert "preset" not in capsys.readouterr().out
 
@@ -175,10 +206,13 @@ def test_resuming_a_brax_run_from_before_default_presets_keeps_its_config(tmp_pa
     out = tmp_path / "run"
     old = PPOConfig(env=IDP, total_timesteps=4096, num_envs=4, num_steps=64)  # plain defaults, as runs were started
     # metadata.json's "run" of an older version: no preset entry
-    unfinished_run(out, old.to_dict(), {"seeds": [0], "pretrain_seed": 0, "eval_episodes": 16, "checkpoint_every": "4",
-                                        "segment_length": 4})  # fmt: skip
+    unfinished_run(
+        out,
+        old.to_dict(),
+        {"seeds": [0], "pretrain_seed": 0, "eval_episodes": 16, "checkpoint_every": "4", "segment_length": 4},
+    )
     assert main(["train", "--env", IDP, "--out", str(out), "--resume"]) == 0
-    (_, cfg, options), = runs
+    ((_, cfg, options),) = runs
     assert cfg == old and options.preset is None and options.checkpoint_every == "4"
     assert "preset" not in capsys.readouterr().out  # a resumed run goes on with its own config
 
@@ -216,8 +250,17 @@ def test_resuming_with_the_other_tasks_command_names_the_right_one(tmp_path, run
 
 
 # Written out: every run flag both commands take, with its default.
-RUN_FLAGS = {"seeds": 1, "seed": 0, "out": None, "force": False, "checkpoint_every": None, "keep_checkpoints": 2,
-             "resume": False, "log": (), "progress": True}  # fmt: skip
+RUN_FLAGS = {
+    "seeds": 1,
+    "seed": 0,
+    "out": None,
+    "force": False,
+    "checkpoint_every": None,
+    "keep_checkpoints": 2,
+    "resume": False,
+    "log": (),
+    "progress": True,
+}
 
 
 def help_entries(text: str) -> dict[str, str]:
@@ -243,10 +286,27 @@ def test_train_and_rlhf_take_the_same_run_flags_with_one_help_text(capsys, monke
         with pytest.raises(SystemExit):
             parse([command, "--help"])
         helps[command] = help_entries(capsys.readouterr().out)
-    flags = ("--seeds INT", "--seed INT", "--out DIR", "--force", "--checkpoint-every {None}|STR", "--keep-checkpoints INT",
-             "--resume", "--log [{tensorboard,wandb} [{tensorboard,wandb} ...]]", "--progress, --no-progress")  # fmt: skip
+    flags = (
+        "--seeds INT",
+        "--seed INT",
+        "--out DIR",
+        "--force",
+        "--checkpoint-every {None}|STR",
+        "--keep-checkpoints INT",
+        "--resume",
+        "--log [{tensorboard,wandb} [{tensorboard,wandb} ...]]",
+        "--progress, --no-progress",
+    )
     for flag in flags:
         assert flag in helps["train"] and helps["train"][flag] == helps["rlhf"][flag], flag
     assert "(deleted only once the new run is complete)" in helps["rlhf"]["--force"]  # the rlhf text had drifted
-    args = parse(["rlhf", "--seeds", "3", "--seed", "5", "--no-progress", "--keep-checkpoints", "4", "--checkpoint-every", "10%"])
-    assert (args.seeds, args.seed, args.progress, args.keep_checkpoints, args.checkpoint_every) == (3, 5, False, 4, "10%")
+    args = parse(
+        ["rlhf", "--seeds", "3", "--seed", "5", "--no-progress", "--keep-checkpoints", "4", "--checkpoint-every", "10%"]
+    )
+    assert (args.seeds, args.seed, args.progress, args.keep_checkpoints, args.checkpoint_every) == (
+        3,
+        5,
+        False,
+        4,
+        "10%",
+    )

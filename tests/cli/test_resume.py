@@ -25,8 +25,25 @@ import pytest
 from ppo_jax.rl.task import METRIC_NAMES
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
 
-LONG = ["--total-timesteps", "64000", "--num-envs", "2", "--num-steps", "16", "--num-minibatches", "1", "--update-epochs", "1",
-        "--checkpoint-every", "50", "--seeds", "2", "--eval-episodes", "2", "--no-progress"]  # fmt: skip
+LONG = [
+    "--total-timesteps",
+    "64000",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "16",
+    "--num-minibatches",
+    "1",
+    "--update-epochs",
+    "1",
+    "--checkpoint-every",
+    "50",
+    "--seeds",
+    "2",
+    "--eval-episodes",
+    "2",
+    "--no-progress",
+]
 NUM_UPDATES = 2000  # 64000 // (2 * 16)
 
 
@@ -93,7 +110,9 @@ def test_stopped_killed_and_corrupted_run_resumes_to_the_uninterrupted_run(tmp_p
         for name in ("episode_return", "loss", "kl"):
             scalars = events.Scalars(name)
             assert [s.step for s in scalars] == list(range(NUM_UPDATES)), name  # each update once, in order
-            np.testing.assert_array_equal(np.float32([s.value for s in scalars]), rows.sort_values("update")[name].to_numpy(np.float32))
+            np.testing.assert_array_equal(
+                np.float32([s.value for s in scalars]), rows.sort_values("update")[name].to_numpy(np.float32)
+            )
 
 
 @pytest.mark.parametrize(

@@ -20,20 +20,45 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.rl.config import PPOConfig
 from ppo_jax.config_fields import field_names
 from ppo_jax.final_values import bootstrap_ci
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.task import METRIC_NAMES, PPO
 from ppo_jax.storage.run_dir import load_config, load_params
 from tests.helpers import snapshot
 
-TINY = ["--total-timesteps", "1024", "--num-envs", "2", "--num-steps", "64", "--num-minibatches", "2", "--update-epochs", "1"]
+TINY = [
+    "--total-timesteps",
+    "1024",
+    "--num-envs",
+    "2",
+    "--num-steps",
+    "64",
+    "--num-minibatches",
+    "2",
+    "--update-epochs",
+    "1",
+]
 TINY_UPDATES, TINY_BATCH = 8, 128  # 1024 // (2 * 64), 2 * 64
 METADATA_KEYS = {
-    "start_time", "end_time", "command", "command_line", "versions", "backend", "devices", "platform",
-    "processor", "cpu_count", "git_commit", "git_dirty", "compile_seconds", "run_seconds",
-    "env_steps_per_second", "task", "final",
-}  # fmt: skip
+    "start_time",
+    "end_time",
+    "command",
+    "command_line",
+    "versions",
+    "backend",
+    "devices",
+    "platform",
+    "processor",
+    "cpu_count",
+    "git_commit",
+    "git_dirty",
+    "compile_seconds",
+    "run_seconds",
+    "env_steps_per_second",
+    "task",
+    "final",
+}
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -56,7 +81,13 @@ def run_dir(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
 
 def test_train_writes_a_valid_run_dir(run_dir):
     out, proc = run_dir
-    assert sorted(p.name for p in out.iterdir()) == ["config.json", "evaluation.csv", "metadata.json", "metrics.csv", "params.msgpack"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "config.json",
+        "evaluation.csv",
+        "metadata.json",
+        "metrics.csv",
+        "params.msgpack",
+    ]
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary directories left behind"
     assert "compile:" in proc.stdout and "env steps/s" in proc.stdout
     assert "final values (mean over the last 5% of updates): episode_return" in proc.stdout
@@ -126,7 +157,9 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert params["seeds"].tolist() == [0, 1]
 
     evaluation = pd.read_csv(out / "evaluation.csv")  # 16 fresh episodes per seed and policy (the default)
-    assert list(evaluation.columns) == ["seed", "policy", "episode", "return", "length"] and len(evaluation) == 2 * 2 * 16
+    assert (
+        list(evaluation.columns) == ["seed", "policy", "episode", "return", "length"] and len(evaluation) == 2 * 2 * 16
+    )
     assert (evaluation["return"] == evaluation["length"]).all()  # CartPole: +1 per step
     assert set(evaluation.policy) == {"stochastic", "deterministic"} and "evaluation (16 fresh episodes" in proc.stdout
 
@@ -149,7 +182,9 @@ def test_final_values_over_several_updates_by_hand():
     np.testing.assert_allclose(windowed["episode_return"]["per_seed"], hand)
 
     # RLHF, 25 updates: 10% of 25 = 2.5 -> 3 updates: 22, 23, 24; metric i of seed s is (i + 1) * u + 10 * s.
-    metrics = {name: np.stack([(i + 1) * np.arange(25.0) + 10 * s for s in range(2)]) for i, name in enumerate(RLHF.reported)}
+    metrics = {
+        name: np.stack([(i + 1) * np.arange(25.0) + 10 * s for s in range(2)]) for i, name in enumerate(RLHF.reported)
+    }
     final = final_values(RLHF, metrics, 25)
     assert list(final) == list(RLHF.reported)
     for i, name in enumerate(RLHF.reported):
@@ -225,13 +260,35 @@ def test_bad_envs_presets_and_distributions_are_refused_before_compiling(args, e
 def test_a_preset_sets_the_defaults_and_flags_override_it(tmp_path):
     # Two updates of the PPO paper's MuJoCo preset on Pendulum (2048 steps), its horizon overridden.
     out = tmp_path / "run"
-    proc = cli("train", "--env", "Pendulum-v1", "--preset", "mujoco", "--num-steps", "256", "--num-minibatches", "4",
-               "--total-timesteps", "512", "--eval-episodes", "0", "--out", str(out), timeout=120)  # fmt: skip
+    proc = cli(
+        "train",
+        "--env",
+        "Pendulum-v1",
+        "--preset",
+        "mujoco",
+        "--num-steps",
+        "256",
+        "--num-minibatches",
+        "4",
+        "--total-timesteps",
+        "512",
+        "--eval-episodes",
+        "0",
+        "--out",
+        str(out),
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("preset: mujoco\nPendulum-v1: 1 seed x 2 updates x 256 env steps")
     # Table 3's values where no flag overrides them (1 env, 10 epochs, Adam 3e-4 constant, no entropy bonus)
     cfg = load_config(out)[1]
-    assert (cfg.num_envs, cfg.num_steps, cfg.num_minibatches, cfg.update_epochs, cfg.lr_schedule) == (1, 256, 4, 10, "constant")
+    assert (cfg.num_envs, cfg.num_steps, cfg.num_minibatches, cfg.update_epochs, cfg.lr_schedule) == (
+        1,
+        256,
+        4,
+        10,
+        "constant",
+    )
     assert (cfg.lr, cfg.ent_coef, cfg.normalize_obs) == (np.float32(3e-4), 0, True)
     assert "preset" not in json.loads((out / "config.json").read_text())  # config.json: the task, the config, the seeds
     assert json.loads((out / "metadata.json").read_text())["run"]["preset"] == "mujoco"
@@ -243,7 +300,16 @@ def test_help_lists_every_config_field_with_its_docstring():
     proc = cli("train", "--help", timeout=120)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout
-    for flag in ("--clip-eps", "--gae-lambda", "--lr-schedule", "--vf-clip-eps", "--force", "--seeds", "--seed", "--out"):
+    for flag in (
+        "--clip-eps",
+        "--gae-lambda",
+        "--lr-schedule",
+        "--vf-clip-eps",
+        "--force",
+        "--seeds",
+        "--seed",
+        "--out",
+    ):
         assert flag in text
     assert "--anneal-lr" not in text
     for name in field_names(PPOConfig):
@@ -270,8 +336,21 @@ def test_progress_is_a_cli_flag_on_by_default_not_a_config_field():
     assert args.config == PPOConfig()
     args = parse(["train", "--no-progress"])
     assert args.progress is False and args.config == PPOConfig()  # the config is unchanged
-    args = parse(["train", "--no-progress", "--lr", "1e-3", "--hidden-sizes", "32", "16", "--seeds", "3",
-                  "--lr-schedule", "constant"])  # fmt: skip
+    args = parse(
+        [
+            "train",
+            "--no-progress",
+            "--lr",
+            "1e-3",
+            "--hidden-sizes",
+            "32",
+            "16",
+            "--seeds",
+            "3",
+            "--lr-schedule",
+            "constant",
+        ]
+    )
     assert args.progress is False and args.config.hidden_sizes == (32, 16) and args.seeds == 3
     assert args.config == PPOConfig(lr=1e-3, hidden_sizes=(32, 16), lr_schedule="constant")
     assert isinstance(args.config.lr, np.float32) and args.config.lr == np.float32(1e-3)
@@ -279,8 +358,8 @@ def test_progress_is_a_cli_flag_on_by_default_not_a_config_field():
 
 
 def test_a_brax_task_without_the_extra_says_how_to_install_it(monkeypatch, capsys):
-    from ppo_jax.rl import brax_envs
     from ppo_jax.cli import main
+    from ppo_jax.rl import brax_envs
 
     monkeypatch.setattr(brax_envs, "available", lambda: False)
     assert main(["train", "--env", "brax/hopper", "--total-timesteps", "1024"]) == 2

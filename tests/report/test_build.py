@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.rl.config import PPOConfig
-from ppo_jax.report import ReportError, make_report
-from ppo_jax.report import intervals
+from ppo_jax.report import ReportError, intervals, make_report
 from ppo_jax.report.scores import REFERENCE_SCORES
-from ppo_jax.sweep.sweep_dir import spec_record
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.sweep.spec import load_spec
+from ppo_jax.sweep.sweep_dir import spec_record
 
 UPDATES = 20
 SEEDS = (0, 1, 2, 3)
@@ -36,20 +35,39 @@ def metrics_rows(final: float, seed: int) -> pd.DataFrame:
     ret = np.linspace(final - 50.0, final - 10.0, UPDATES)
     ret[:2] = np.nan
     ret[-2:] = final - 10.0, final
-    return pd.DataFrame({
-        "seed": seed, "update": np.arange(UPDATES), "env_steps": (np.arange(UPDATES) + 1) * 512,
-        "episode_return": ret, "entropy": np.linspace(0.69, 0.3, UPDATES),
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "seed": seed,
+            "update": np.arange(UPDATES),
+            "env_steps": (np.arange(UPDATES) + 1) * 512,
+            "episode_return": ret,
+            "entropy": np.linspace(0.69, 0.3, UPDATES),
+        }
+    )
 
 
 def write_run(path: Path, env: str, clip_eps: float) -> None:
     path.mkdir(parents=True)
     cfg = PPOConfig(env=env, clip_eps=clip_eps).to_dict()
     (path / "config.json").write_text(json.dumps({**cfg, "seeds": list(SEEDS)}))
-    (path / "metadata.json").write_text(json.dumps({"command_line": "ppo-jax train (synthetic)", "git_commit": "abc123"}))
-    pd.concat([metrics_rows(f, s) for s, f in zip(SEEDS, FINALS[(env, clip_eps)])]).to_csv(path / "metrics.csv", index=False)
-    episodes = [{"seed": s, "policy": p, "episode": e, "return": float(s * 10 + e + (100 if p == "deterministic" else 0)), "length": 5}
-                for s in SEEDS for p in ("stochastic", "deterministic") for e in range(2)]  # fmt: skip
+    (path / "metadata.json").write_text(
+        json.dumps({"command_line": "ppo-jax train (synthetic)", "git_commit": "abc123"})
+    )
+    pd.concat([metrics_rows(f, s) for s, f in zip(SEEDS, FINALS[(env, clip_eps)], strict=True)]).to_csv(
+        path / "metrics.csv", index=False
+    )
+    episodes = [
+        {
+            "seed": s,
+            "policy": p,
+            "episode": e,
+            "return": float(s * 10 + e + (100 if p == "deterministic" else 0)),
+            "length": 5,
+        }
+        for s in SEEDS
+        for p in ("stochastic", "deterministic")
+        for e in range(2)
+    ]
     pd.DataFrame(episodes).to_csv(path / "evaluation.csv", index=False)
 
 
@@ -63,7 +81,7 @@ def write_sweep(path: Path) -> None:
     frames = []
     for setting in spec.settings:
         eps = setting.values["clip_eps"]
-        for seed, final in zip(SEEDS, FINALS[(setting.env, eps)]):
+        for seed, final in zip(SEEDS, FINALS[(setting.env, eps)], strict=True):
             rows = metrics_rows(final, seed).assign(env=setting.env, setting_id=setting.setting_id, clip_eps=eps)
             frames.append(rows)
     pd.concat(frames).to_parquet(path / "metrics.parquet")
@@ -93,8 +111,20 @@ def normalized(env: str, value: float) -> float:
 
 def test_report_writes_every_file(report):
     names = {p.name for p in report.iterdir()}
-    expected = {"index.md", "index.html", "report.json", "final_returns.csv", "per_env.csv", "aggregates.csv",
-                "improvement.csv", "final_return.md", "final_return.tex", "aggregates.md", "aggregates.tex", "evaluation.md"}  # fmt: skip
+    expected = {
+        "index.md",
+        "index.html",
+        "report.json",
+        "final_returns.csv",
+        "per_env.csv",
+        "aggregates.csv",
+        "improvement.csv",
+        "final_return.md",
+        "final_return.tex",
+        "aggregates.md",
+        "aggregates.tex",
+        "evaluation.md",
+    }
     for stem in ("curves_return", "curves_entropy", "sensitivity", "aggregates", "improvement", "profiles"):
         expected |= {f"{stem}.png", f"{stem}.pdf"}
     assert expected <= names, expected - names
@@ -103,7 +133,10 @@ def test_report_writes_every_file(report):
         assert f"({stem}.png)" in index and f'src="{stem}.png"' in (report / "index.html").read_text()
     assert "abc123" in index and "last 5% of its logged updates" in index
     assert '"clip_eps": 0.1' in index and "<details>" in (report / "index.html").read_text()  # each source's config
-    assert r"\toprule" in (report / "final_return.tex").read_text() and r"\textbf{" in (report / "final_return.tex").read_text()
+    assert (
+        r"\toprule" in (report / "final_return.tex").read_text()
+        and r"\textbf{" in (report / "final_return.tex").read_text()
+    )
 
 
 def test_final_returns_and_normalized_scores_by_hand(report):
@@ -127,8 +160,10 @@ def test_last_percent_window_by_hand(inputs, tmp_path):
 
 def test_aggregates_by_hand(report):
     agg = pd.read_csv(report / "aggregates.csv").set_index(["setting", "metric"])["value"]
-    scores = {eps: np.array([[normalized(env, FINALS[(env, eps)][i]) for env in ENVS] for i in range(len(SEEDS))])
-              for eps in (0.1, 0.2)}  # fmt: skip
+    scores = {
+        eps: np.array([[normalized(env, FINALS[(env, eps)][i]) for env in ENVS] for i in range(len(SEEDS))])
+        for eps in (0.1, 0.2)
+    }
     # clip_eps=0.1, worked by hand: CartPole 1, 0.791, 0.582, 0; Acrobot 1, 0.964, 0.722, 0
     s = scores[0.1]
     np.testing.assert_allclose(sorted(s[:, 0]), [0.0, (300 - 21.68) / 478.32, (400 - 21.68) / 478.32, 1.0], rtol=1e-9)
@@ -175,7 +210,9 @@ def test_fast_aggregates_equal_rliable():
     rng = np.random.default_rng(0)
     for n in (3, 4, 5, 8, 10):
         x, y = rng.normal(size=(n, 3)).round(1), rng.normal(size=(n + 2, 3)).round(1)
-        assert intervals.probability_of_improvement(x, y) == pytest.approx(metrics.probability_of_improvement(x, y), abs=1e-12)
+        assert intervals.probability_of_improvement(x, y) == pytest.approx(
+            metrics.probability_of_improvement(x, y), abs=1e-12
+        )
         assert intervals.trimmed_mean(x.reshape(-1)) == pytest.approx(metrics.aggregate_iqm(x), abs=1e-12)
         taus = np.linspace(-1, 1, 7)
         np.testing.assert_allclose(intervals.score_distribution(x, taus), rly.score_distributions(x, taus))
@@ -216,8 +253,12 @@ def test_out_is_never_overwritten_without_force(inputs, report):
 
 
 def test_cli_report_errors_exit_2(inputs, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "report", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ppo_jax.cli", "report", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "nope: no such directory" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -238,13 +279,23 @@ def write_rlhf_sweep(path: Path, grid: dict) -> dict:
             base = 0.1 * setting.setting_id + 0.01 * seed
             kl, score, true = 1.0 + base, 4.0 + base, 0.9 - base
             ramp = np.linspace(0.0, 1.0, UPDATES)
-            frames.append(pd.DataFrame({
-                "env": "copy", "setting_id": setting.setting_id, "seed": seed, "update": np.arange(UPDATES),
-                "env_steps": (np.arange(UPDATES) + 1) * 64, **{k: setting.values[k] for k in grid},
-                # the last 10% of 20 updates = the last 2: their mean is the final value
-                "kl_ref": np.r_[kl * ramp[:-2], kl - 0.1, kl + 0.1], "score": np.r_[score * ramp[:-2], score, score],
-                "true_score": np.r_[true * ramp[:-2], true - 0.02, true + 0.02], "entropy": np.linspace(2.0, 0.2, UPDATES),
-            }))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "env": "copy",
+                        "setting_id": setting.setting_id,
+                        "seed": seed,
+                        "update": np.arange(UPDATES),
+                        "env_steps": (np.arange(UPDATES) + 1) * 64,
+                        **{k: setting.values[k] for k in grid},
+                        # the last 10% of 20 updates = the last 2: their mean is the final value
+                        "kl_ref": np.r_[kl * ramp[:-2], kl - 0.1, kl + 0.1],
+                        "score": np.r_[score * ramp[:-2], score, score],
+                        "true_score": np.r_[true * ramp[:-2], true - 0.02, true + 0.02],
+                        "entropy": np.linspace(2.0, 0.2, UPDATES),
+                    }
+                )
+            )
             finals[(setting.setting_id, seed)] = (kl, score, true)
     pd.concat(frames).to_parquet(path / "metrics.parquet")
     return finals

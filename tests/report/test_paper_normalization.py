@@ -39,10 +39,13 @@ FINALS = {
 #   clip_no_min (0.052632 + 0.095238) / 2 = 0.073935.
 # The paper's Table 1 (Schulman et al. 2017): clipping eps = 0.2 -> 0.82, fixed KL beta = 3 -> 0.72; no row for clip_no_min.
 PER_RUN = {
-    ("CartPole-v1", "clip"): [400 / 380, 360 / 380], ("CartPole-v1", "kl_fixed"): [240 / 380, 160 / 380],
-    ("CartPole-v1", "clip_no_min"): [0.0, 40 / 380], ("Acrobot-v1", "clip"): [400 / 420, 360 / 420],
-    ("Acrobot-v1", "kl_fixed"): [400 / 420, 440 / 420], ("Acrobot-v1", "clip_no_min"): [0.0, 80 / 420],
-}  # fmt: skip
+    ("CartPole-v1", "clip"): [400 / 380, 360 / 380],
+    ("CartPole-v1", "kl_fixed"): [240 / 380, 160 / 380],
+    ("CartPole-v1", "clip_no_min"): [0.0, 40 / 380],
+    ("Acrobot-v1", "clip"): [400 / 420, 360 / 420],
+    ("Acrobot-v1", "kl_fixed"): [400 / 420, 440 / 420],
+    ("Acrobot-v1", "clip_no_min"): [0.0, 80 / 420],
+}
 ROWS = {  # setting label -> (CartPole mean, Acrobot mean, mean over envs, paper)
     "objective=clip, kl_beta=1": ("1.00", "0.90", "0.95", "0.82"),
     "objective=kl_fixed, kl_beta=3": ("0.53", "**1.00**", "0.76", "0.72"),
@@ -53,8 +56,14 @@ ROWS = {  # setting label -> (CartPole mean, Acrobot mean, mean over envs, paper
 def write_sweep(path: Path) -> None:
     """A sweep directory as ``ppo-jax sweep`` leaves it: 2 envs x 3 objectives x 2 seeds, each run's return
     constant at its final value."""
-    spec = load_spec({"name": "objectives_synthetic", "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 2,
-                      "zip": {"objective": list(SETTINGS), "kl_beta": list(SETTINGS.values())}})  # fmt: skip
+    spec = load_spec(
+        {
+            "name": "objectives_synthetic",
+            "envs": ["CartPole-v1", "Acrobot-v1"],
+            "seeds": 2,
+            "zip": {"objective": list(SETTINGS), "kl_beta": list(SETTINGS.values())},
+        }
+    )
     path.mkdir(parents=True)
     (path / "spec.json").write_text(json.dumps(spec_record(spec)))
     (path / "plan.json").write_text("{}")
@@ -62,10 +71,19 @@ def write_sweep(path: Path) -> None:
     frames = []
     for setting in spec.settings:
         for seed, final in enumerate(FINALS[(setting.env, setting.values["objective"])]):
-            frames.append(pd.DataFrame({
-                "env": setting.env, "setting_id": setting.setting_id, "seed": seed, "update": np.arange(UPDATES),
-                "env_steps": (np.arange(UPDATES) + 1) * 512, "episode_return": final, **setting.values,
-            }))  # fmt: skip
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "env": setting.env,
+                        "setting_id": setting.setting_id,
+                        "seed": seed,
+                        "update": np.arange(UPDATES),
+                        "env_steps": (np.arange(UPDATES) + 1) * 512,
+                        "episode_return": final,
+                        **setting.values,
+                    }
+                )
+            )
     pd.concat(frames).to_parquet(path / "metrics.parquet")
 
 
@@ -80,20 +98,29 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def report(inputs, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("paper_report") / "out"
-    return make_report([inputs["sweep"]], out, reps=200, normalize="best-setting", reference_scores=inputs["references"])
+    return make_report(
+        [inputs["sweep"]], out, reps=200, normalize="best-setting", reference_scores=inputs["references"]
+    )
 
 
 def test_normalized_scores_by_hand(report):
     finals = pd.read_csv(report / "final_returns.csv")
     for (env, objective), expected in PER_RUN.items():
-        rows = finals[(finals.env == env) & (finals.setting == f"objective={objective}, kl_beta={SETTINGS[objective]:g}")]
+        rows = finals[
+            (finals.env == env) & (finals.setting == f"objective={objective}, kl_beta={SETTINGS[objective]:g}")
+        ]
         np.testing.assert_allclose(rows.sort_values("seed").score, expected, rtol=1e-9)
     record = json.loads((report / "report.json").read_text())
     assert record["parameters"]["normalize"] == "best-setting"
-    assert record["normalizers"]["CartPole-v1"]["best"] == 400.0 and record["normalizers"]["Acrobot-v1"]["best"] == -80.0
+    assert (
+        record["normalizers"]["CartPole-v1"]["best"] == 400.0 and record["normalizers"]["Acrobot-v1"]["best"] == -80.0
+    )
     mean = pd.read_csv(report / "aggregates.csv").query("metric == 'Mean'").set_index("setting")
-    expected = {"objective=clip, kl_beta=1": 0.952381, "objective=kl_fixed, kl_beta=3": 0.763158,
-                "objective=clip_no_min, kl_beta=1": 0.073935}  # fmt: skip
+    expected = {
+        "objective=clip, kl_beta=1": 0.952381,
+        "objective=kl_fixed, kl_beta=3": 0.763158,
+        "objective=clip_no_min, kl_beta=1": 0.073935,
+    }
     for setting, value in expected.items():
         assert mean.loc[setting, "value"] == pytest.approx(value, abs=1e-6)
         assert mean.loc[setting, "low"] <= value + 1e-9 and mean.loc[setting, "high"] >= value - 1e-9
@@ -109,7 +136,10 @@ def test_paper_table_and_index(report):
         assert cells[setting][2].strip("*").startswith(f"{mean} [")
         assert cells[setting][3].strip("*") == paper
     assert cells["objective=clip, kl_beta=1"][3] == "**0.82**"  # the best paper number shown is in bold
-    assert r"\toprule" in (report / "paper_table1.tex").read_text() and "Schulman" in (report / "paper_table1.tex").read_text()
+    assert (
+        r"\toprule" in (report / "paper_table1.tex").read_text()
+        and "Schulman" in (report / "paper_table1.tex").read_text()
+    )
     assert {"paper_table1.png", "paper_table1.pdf"} <= {p.name for p in report.iterdir()}
     index = (report / "index.md").read_text()
     assert "## The PPO paper's Table 1" in index and "(paper_table1.png)" in index and "[paper_table1.tex]" in index
@@ -129,12 +159,22 @@ def test_bad_normalize_values_are_refused(inputs, tmp_path):
     with pytest.raises(ReportError, match="--normalize must be one of reference, best-setting, got 'best'"):
         make_report([inputs["sweep"]], tmp_path / "r", normalize="best")
     cli = [sys.executable, "-m", "ppo_jax.cli", "report"]
-    proc = subprocess.run([*cli, str(inputs["sweep"]), "--out", str(tmp_path / "o"), "--normalize", "bogus"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*cli, str(inputs["sweep"]), "--out", str(tmp_path / "o"), "--normalize", "bogus"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and "invalid choice 'bogus'" in proc.stderr and "best-setting" in proc.stderr
     assert "Traceback" not in proc.stderr
     write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
-    proc = subprocess.run([*cli, str(tmp_path / "rlhf"), "--out", str(tmp_path / "o"), "--normalize", "best-setting"],
-                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [*cli, str(tmp_path / "rlhf"), "--out", str(tmp_path / "o"), "--normalize", "best-setting"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error: --normalize best-setting is the PPO paper's")
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()

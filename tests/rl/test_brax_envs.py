@@ -17,10 +17,10 @@ import pytest
 pytest.importorskip("brax", reason='Brax tasks need the optional extra: pip install -e ".[brax]"')
 
 from ppo_jax import PPOConfig  # noqa: E402
-from ppo_jax.rl.brax_envs import BraxParams  # noqa: E402
-from ppo_jax.rl.envs import make_env  # noqa: E402
 from ppo_jax.final_values import final_value  # noqa: E402
 from ppo_jax.gae import compute_gae  # noqa: E402
+from ppo_jax.rl.brax_envs import BraxParams  # noqa: E402
+from ppo_jax.rl.envs import make_env  # noqa: E402
 from ppo_jax.rl.rollout import rollout  # noqa: E402
 from ppo_jax.rl.train import init, train  # noqa: E402
 
@@ -101,25 +101,41 @@ def test_rollout_bootstraps_a_time_limit_from_the_final_observation(spec):
         advantage = delta + 0.9 * 0.8 * (1.0 - traj.done[t]) * advantage
         expected[t] = advantage
     _, next_values = apply(params, jnp.asarray(traj.next_obs))
-    advantages, _ = compute_gae(jnp.asarray(traj.reward), jnp.asarray(traj.value), next_values, jnp.asarray(traj.terminated),
-                                jnp.asarray(traj.done), gamma=cfg.gamma, gae_lambda=cfg.gae_lambda)  # fmt: skip
+    advantages, _ = compute_gae(
+        jnp.asarray(traj.reward),
+        jnp.asarray(traj.value),
+        next_values,
+        jnp.asarray(traj.terminated),
+        jnp.asarray(traj.done),
+        gamma=cfg.gamma,
+        gae_lambda=cfg.gae_lambda,
+    )
     np.testing.assert_allclose(advantages, expected, rtol=1e-5, atol=1e-5)
     assert np.abs(expected[-1] - (traj.reward[-1] - values[-1])).min() > 1e-3  # the bootstrap term is not zero
 
 
 def test_vmap_over_two_seeds_and_two_clip_ranges_equals_separate_runs():
-    base = PPOConfig(env=ENV, action_dist="tanh_gaussian", total_timesteps=128, num_envs=2, num_steps=32,
-                     num_minibatches=2, update_epochs=2, normalize_obs=True, lr=0.02)  # fmt: skip
+    base = PPOConfig(
+        env=ENV,
+        action_dist="tanh_gaussian",
+        total_timesteps=128,
+        num_envs=2,
+        num_steps=32,
+        num_minibatches=2,
+        update_epochs=2,
+        normalize_obs=True,
+        lr=0.02,
+    )
     run = jax.jit(lambda c, k: (lambda out: (out.metrics, out.train_state.params))(train(c, k)))
     pairs = [(eps, seed) for eps in (0.1, 0.3) for seed in (0, 1)]
     cfgs = [base.replace(clip_eps=np.float32(eps)) for eps, _ in pairs]
     keys = jnp.stack([jax.random.key(seed) for _, seed in pairs])
     together = jax.device_get(jax.jit(jax.vmap(run))(jax.tree.map(lambda *x: jnp.stack(x), *cfgs), keys))
-    for p, (cfg, (_, seed)) in enumerate(zip(cfgs, pairs)):
+    for p, (cfg, (_, seed)) in enumerate(zip(cfgs, pairs, strict=True)):
         metrics, params = jax.device_get(run(cfg, jax.random.key(seed)))
         for name, value in metrics.items():
             np.testing.assert_allclose(together[0][name][p], value, rtol=2e-4, atol=2e-5, err_msg=f"{p} {name}")
-        chex.assert_trees_all_close(jax.tree.map(lambda x: x[p], together[1]), params, rtol=2e-4, atol=2e-5)
+        chex.assert_trees_all_close(jax.tree.map(lambda x, p=p: x[p], together[1]), params, rtol=2e-4, atol=2e-5)
     assert together[0]["clip_fraction"][0].max() > together[0]["clip_fraction"][2].max() > 0  # the axis acts
 
 
@@ -128,8 +144,15 @@ def test_inverted_pendulum_learns_to_balance():
     # Reward 1 per step upright, 1000 at most; a random policy scores about 25. Seen here at 393k steps
     # (2 seeds, Brax's spring pipeline): tanh-Gaussian with observation normalization 651 and 691, the
     # plain Gaussian 395-611. Threshold 300 on each seed leaves a wide margin.
-    cfg = PPOConfig(env=ENV, action_dist="tanh_gaussian", normalize_obs=True, total_timesteps=393_216, num_envs=16,
-                    num_steps=64, lr=1e-3)  # fmt: skip
+    cfg = PPOConfig(
+        env=ENV,
+        action_dist="tanh_gaussian",
+        normalize_obs=True,
+        total_timesteps=393_216,
+        num_envs=16,
+        num_steps=64,
+        lr=1e-3,
+    )
     out = jax.jit(jax.vmap(train, in_axes=(None, 0)))(cfg, jax.random.split(jax.random.key(0), 2))
     returns = final_value(np.asarray(out.metrics["episode_return"]), 0.05)
     assert (returns > 300).all(), returns

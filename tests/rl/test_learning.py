@@ -29,8 +29,16 @@ def test_pendulum_improves_well_past_random():
     # A random policy scores about -1200. Seen here at 300k steps: -154 to -188 on 4 seeds;
     # at 200k steps the mean curve is near -170. Threshold -500 leaves a wide margin.
     cfg = PPOConfig(
-        env="Pendulum-v1", total_timesteps=200_000, num_envs=8, num_steps=256, num_minibatches=32,
-        update_epochs=10, lr=1e-3, ent_coef=0.0, normalize_obs=True, normalize_reward=True,
-    )  # fmt: skip
+        env="Pendulum-v1",
+        total_timesteps=200_000,
+        num_envs=8,
+        num_steps=256,
+        num_minibatches=32,
+        update_epochs=10,
+        lr=1e-3,
+        ent_coef=0.0,
+        normalize_obs=True,
+        normalize_reward=True,
+    )
     returns = final_returns(cfg)
     assert (returns > -500).sum() >= 3 and returns.mean() > -600, returns

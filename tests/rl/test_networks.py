@@ -10,10 +10,6 @@ from ppo_jax.rl.networks import ActorCritic
 from ppo_jax.rl.train import train
 
 
-
-
-
-
 def test_actor_critic_shapes_and_head_scales():
     net = ActorCritic(action_dim=3, discrete=True)
     params = net.init(jax.random.key(0), jnp.zeros((5,)))
@@ -51,8 +47,12 @@ def test_lecun_uniform_init_on_every_kernel():
     # U(-b, b) with b = sqrt(3 / fan_in): variance 1 / fan_in, heads included (no 0.01 / 1.0 gains).
     net = ActorCritic(action_dim=1, discrete=False, hidden_sizes=(256, 256), kernel_init="lecun_uniform")
     p = net.init(jax.random.key(0), jnp.zeros((17,)))["params"]
-    for kernel in (p["actor_torso"]["Dense_0"]["kernel"], p["actor_torso"]["Dense_1"]["kernel"],
-                   p["policy_head"]["kernel"], p["value_head"]["kernel"]):  # fmt: skip
+    for kernel in (
+        p["actor_torso"]["Dense_0"]["kernel"],
+        p["actor_torso"]["Dense_1"]["kernel"],
+        p["policy_head"]["kernel"],
+        p["value_head"]["kernel"],
+    ):
         bound = np.sqrt(3.0 / kernel.shape[0])
         assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.9 * bound
         np.testing.assert_allclose(np.var(np.asarray(kernel)), 1.0 / kernel.shape[0], rtol=0.35)
@@ -62,8 +62,15 @@ def test_state_dependent_std_trains_and_is_refused_on_discrete_actions():
     from ppo_jax.errors import ConfigError
     from ppo_jax.rl.train import check
 
-    cfg = PPOConfig(env="Pendulum-v1", policy_std="state", kernel_init="lecun_uniform", action_dist="tanh_gaussian",
-                    total_timesteps=256, num_envs=2, num_steps=64)  # fmt: skip
+    cfg = PPOConfig(
+        env="Pendulum-v1",
+        policy_std="state",
+        kernel_init="lecun_uniform",
+        action_dist="tanh_gaussian",
+        total_timesteps=256,
+        num_envs=2,
+        num_steps=64,
+    )
     out = jax.jit(train)(cfg, jax.random.key(0))
     assert np.isfinite(np.asarray(out.metrics["loss"])).all() and np.asarray(out.metrics["entropy"]).std() > 0
     with pytest.raises(ConfigError, match="policy_std state .* CartPole-v1 has discrete actions"):

@@ -1,28 +1,16 @@
 """The objective family against NumPy references: values and gradients in every regime, KL, adaptation."""
 
-
 import jax
 import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig
-from ppo_jax.rl.adaptation import adapt_clip_eps, adapt_kl_beta
 from ppo_jax.distributions import PolicyDist, kl_divergence
-from ppo_jax.schedules import scheduled
+from ppo_jax.rl.adaptation import adapt_clip_eps, adapt_kl_beta
 from ppo_jax.rl.train import train
-
-
-
-
-
-
-
+from ppo_jax.schedules import scheduled
 
 # Ratios on each side of the clip range and inside it, far beyond the dual-clip bound too; both signs of A.
-
-
-
-
 
 
 def test_kl_divergence_against_numpy():
@@ -100,9 +88,7 @@ def test_early_stopping_skips_the_rest_of_the_update():
     np.testing.assert_allclose(m["update_fraction"], 1 / 16)
 
 
-@pytest.mark.parametrize(
-    "objective,env", [("kl_fixed", "Pendulum-v1"), ("dual_clip", "Pendulum-v1")]
-)
+@pytest.mark.parametrize("objective,env", [("kl_fixed", "Pendulum-v1"), ("dual_clip", "Pendulum-v1")])
 def test_objectives_train_end_to_end(objective, env):
     # Values and gradients are tested above; this runs the code paths (exact KL for a
     # Gaussian with a broadcast log-std, dual clip) inside train.

@@ -43,11 +43,17 @@ def test_total_loss_with_a_state_dependent_tanh_gaussian_matches_numpy():
     expected = policy + 0.5 * np.mean(0.5 * (value - target) ** 2) - 0.01 * entropy
 
     f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-    batch = Minibatch(obs=jnp.zeros((m, 1)), action=f32(action), log_prob=f32(old_log_prob), value=f32(old_value),
-                      advantage=f32(advantage), target=f32(target), old_dist=TanhGaussian(f32(old_loc), f32(old_log_std)))  # fmt: skip
+    batch = Minibatch(
+        obs=jnp.zeros((m, 1)),
+        action=f32(action),
+        log_prob=f32(old_log_prob),
+        value=f32(old_value),
+        advantage=f32(advantage),
+        target=f32(target),
+        old_dist=TanhGaussian(f32(old_loc), f32(old_log_std)),
+    )
     cfg = PPOConfig(env="Pendulum-v1", clip_vloss=False)
     coefs = LossCoefficients(clip_eps=f32(0.2), ent_coef=f32(0.01), kl_beta=f32(0.0))
     loss, metrics = ppo_loss(None, lambda _, obs: (TanhGaussian(f32(loc), f32(log_std)), f32(value)), batch, cfg, coefs)
     np.testing.assert_allclose(loss, expected, rtol=1e-4)
     np.testing.assert_allclose(metrics["entropy"], entropy, rtol=1e-4)
-

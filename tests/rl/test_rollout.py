@@ -43,7 +43,7 @@ def capture_step(cfg: PPOConfig, seed: int, monkeypatch):
     monkeypatch.setattr(train_module, "update", stub_update)
     runner = train_module.init(cfg, jax.random.key(seed))
     jax.block_until_ready(jax.jit(lambda r: train_module.step(cfg, r, jnp.int32(0)))(runner))
-    (traj, batch, params), = captured
+    ((traj, batch, params),) = captured
     batch = jax.tree.map(lambda x: np.asarray(x).reshape((cfg.num_steps, cfg.num_envs) + x.shape[1:]), batch)
     np.testing.assert_array_equal(batch.obs, traj.obs)  # the batch is this rollout's (time-major, env-minor)
 
@@ -96,8 +96,16 @@ def cartpole_step(obs, action):
 def test_a_time_limit_is_truncation_and_bootstraps_from_the_final_observation(monkeypatch):
     # Pendulum-v1 never terminates and is cut at 200 steps: with 201 steps per env from a fresh reset, step t = 199
     # (the 200th) of both envs is truncated, and step 200 is the first of the next episode.
-    cfg = PPOConfig(env="Pendulum-v1", num_envs=2, num_steps=201, total_timesteps=402, num_minibatches=1,
-                    update_epochs=1, gamma=GAMMA, gae_lambda=LAMBDA)  # fmt: skip
+    cfg = PPOConfig(
+        env="Pendulum-v1",
+        num_envs=2,
+        num_steps=201,
+        total_timesteps=402,
+        num_minibatches=1,
+        update_epochs=1,
+        gamma=GAMMA,
+        gae_lambda=LAMBDA,
+    )
     traj, batch, value = capture_step(cfg, 0, monkeypatch)
     T, B = 201, 2
     dones = np.zeros((T, B), bool)
@@ -128,8 +136,16 @@ def test_a_time_limit_is_truncation_and_bootstraps_from_the_final_observation(mo
 def test_a_termination_does_not_bootstrap(monkeypatch):
     # CartPole-v1 with the initial (random) policy: the pole falls within a few dozen steps, long before the
     # 500-step limit, so every episode end in 64 steps is a termination; the reward is +1 at every step.
-    cfg = PPOConfig(env="CartPole-v1", num_envs=2, num_steps=64, total_timesteps=128, num_minibatches=1,
-                    update_epochs=1, gamma=GAMMA, gae_lambda=LAMBDA)  # fmt: skip
+    cfg = PPOConfig(
+        env="CartPole-v1",
+        num_envs=2,
+        num_steps=64,
+        total_timesteps=128,
+        num_minibatches=1,
+        update_epochs=1,
+        gamma=GAMMA,
+        gae_lambda=LAMBDA,
+    )
     traj, batch, value = capture_step(cfg, 0, monkeypatch)
     next_obs, fallen = cartpole_step(np.asarray(traj.obs, np.float64), np.asarray(traj.action))
     assert (fallen.sum(axis=0) >= 1).all(), "every env should see its pole fall"

@@ -45,9 +45,9 @@ def test_determinism(jitted_train):
 def test_report_every_calls_back_after_every_kth_update_and_the_last():
     calls = []
     cfg = PPOConfig(**TINY)  # 8 updates
-    out = jax.jit(lambda c, k: train(c, k, on_update=lambda u, m: calls.append((int(u), float(m["loss"]))), report_every=3))(
-        cfg, jax.random.key(2)
-    )
+    out = jax.jit(
+        lambda c, k: train(c, k, on_update=lambda u, m: calls.append((int(u), float(m["loss"]))), report_every=3)
+    )(cfg, jax.random.key(2))
     jax.effects_barrier()
     assert sorted(u for u, _ in calls) == [2, 5, 7]  # after updates 3, 6 and the last (8)
     for u, loss in calls:

@@ -17,7 +17,9 @@ from ppo_jax.rlhf.config import RlhfConfig
 
 
 def test_flags_parse_into_the_config():
-    args = tyro.cli(Rlhf, args=["--beta", "0.1", "--reward-model", "programmatic", "--seeds", "3", "--advantage", "broadcast"])
+    args = tyro.cli(
+        Rlhf, args=["--beta", "0.1", "--reward-model", "programmatic", "--seeds", "3", "--advantage", "broadcast"]
+    )
     assert args.seeds == 3
     assert args.config.reward_model == "programmatic" and args.config.advantage == "broadcast"
     assert args.config.beta.dtype == np.float32 and float(args.config.beta) == pytest.approx(0.1)
@@ -56,6 +58,8 @@ def test_existing_directory_is_not_replaced_without_force(tmp_path):
 
 
 def test_ppo_jax_rlhf_subcommand_refuses_bad_input_with_exit_2():
-    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "rlhf", "--beta", "-1"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ppo_jax.cli", "rlhf", "--beta", "-1"], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and proc.stderr.startswith("error:") and "beta" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -5,12 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ppo_jax.errors import ConfigError
 from ppo_jax.rlhf import copy_task
 from ppo_jax.rlhf.config import RlhfConfig, validate
-from ppo_jax.rlhf.token_loss import SequenceBatch, loss_from_outputs
 from ppo_jax.rlhf.reward_model import bradley_terry_loss, pairwise_accuracy, programmatic_score
 from ppo_jax.rlhf.rewards import advantages, kl_rewards, place_score, token_rewards
-from ppo_jax.errors import ConfigError
+from ppo_jax.rlhf.token_loss import SequenceBatch, loss_from_outputs
 
 # Under jit: one compilation per function instead of one per eager op (seconds on a loaded 2-core CPU).
 advantages = jax.jit(advantages, static_argnames="mode")
@@ -90,7 +90,9 @@ def test_gae_over_responses_matches_a_numpy_loop():
     for b in range(4):
         expected = _gae_loop(rewards[b], values[b], LAST[b], 0.9, 0.8)
         np.testing.assert_allclose(adv[b], expected, rtol=1e-5, atol=1e-6)
-        np.testing.assert_allclose(target[b], np.where(np.asarray(mask[b]), expected + values[b], 0.0), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            target[b], np.where(np.asarray(mask[b]), expected + values[b], 0.0), rtol=1e-5, atol=1e-6
+        )
 
 
 def test_score_alone_reaches_every_token_with_gamma_lambda_one():
@@ -169,8 +171,12 @@ def test_bradley_terry_loss_and_accuracy_by_hand():
     # margin of the chosen one: +1 and -1 -> loss = (log(1 + e^-1) + log(1 + e^1)) / 2
     loss = bradley_terry_loss(jnp.array([1.0, 0.0]), jnp.array([0.0, 1.0]), jnp.array([1.0, 1.0]))
     np.testing.assert_allclose(loss, (np.log1p(np.exp(-1.0)) + np.log1p(np.exp(1.0))) / 2, rtol=1e-6)
-    acc = pairwise_accuracy(jnp.array([1.0, 0.0, 2.0, 5.0]), jnp.array([0.0, 1.0, 2.0, 0.0]),
-                            jnp.array([1.0, 1.0, 1.0, 0.5]), jnp.array([0.0, 0.0, 0.0, 0.5]))  # fmt: skip
+    acc = pairwise_accuracy(
+        jnp.array([1.0, 0.0, 2.0, 5.0]),
+        jnp.array([0.0, 1.0, 2.0, 0.0]),
+        jnp.array([1.0, 1.0, 1.0, 0.5]),
+        jnp.array([0.0, 0.0, 0.0, 0.5]),
+    )
     np.testing.assert_allclose(acc, (1.0 + 0.0 + 0.5) / 3)  # the tied true pair is not counted
 
 
@@ -207,5 +213,11 @@ def test_inert_fields_of_rlhf():
     programmatic = RlhfConfig(reward_model="programmatic").inert_fields()
     assert set(programmatic) == {"rm_steps", "rm_lr", "bt_temperature"}
     assert set(RlhfConfig(reward_model="programmatic", sft_steps=0).inert_fields()) == {
-        "rm_steps", "rm_lr", "bt_temperature", "sft_lr", "demo_noise", "pretrain_batch"}
+        "rm_steps",
+        "rm_lr",
+        "bt_temperature",
+        "sft_lr",
+        "demo_noise",
+        "pretrain_batch",
+    }
     assert set(RlhfConfig(clip_vloss=False).inert_fields()) == {"vf_clip_eps"}

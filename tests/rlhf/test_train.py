@@ -35,7 +35,9 @@ def held_out(pretrained):
     @partial(jax.jit, compiler_options=FAST)
     def evaluate(pre):
         prompt = copy_task.sample_prompts(jax.random.key(7), 256, TINY.prompt_len, TINY.vocab_size)
-        demos = copy_task.demonstrate(jax.random.key(8), prompt, TINY.max_response_len, TINY.vocab_size, TINY.demo_noise)
+        demos = copy_task.demonstrate(
+            jax.random.key(8), prompt, TINY.max_response_len, TINY.vocab_size, TINY.demo_noise
+        )
         pairs = preference_pairs(jax.random.key(9), TINY, 512)
         pred_a = learned_score(models.scalar, pre.reward_model, pairs.prompt, pairs.response_a)
         pred_b = learned_score(models.scalar, pre.reward_model, pairs.prompt, pairs.response_b)
@@ -94,7 +96,13 @@ def test_ppo_raises_the_score_and_beta_does_not_recompile(pretrained, traced_tra
     assert kl[0, -4:].mean() > kl[1, -4:].mean()  # the KL penalty keeps the policy closer to the reference
     np.testing.assert_allclose(out.metrics["learning_rate"], 1e-3, rtol=1e-6)  # lr_schedule constant (the default)
     # Other values of every traced leaf reuse the program.
-    other = fn(_stack(TINY.replace(beta=np.float32(0.3), clip_eps=np.float32(0.1), ent_coef=np.float32(0.01)),
-              TINY.replace(beta=np.float32(0.01), lr=np.float32(3e-4), gamma=np.float32(0.9))), key, pretrained)  # fmt: skip
+    other = fn(
+        _stack(
+            TINY.replace(beta=np.float32(0.3), clip_eps=np.float32(0.1), ent_coef=np.float32(0.01)),
+            TINY.replace(beta=np.float32(0.01), lr=np.float32(3e-4), gamma=np.float32(0.9)),
+        ),
+        key,
+        pretrained,
+    )
     assert len(traces) == 1
     np.testing.assert_allclose(other.metrics["learning_rate"][:, 0], [1e-3, 3e-4], rtol=1e-6)  # the lr leaf took effect

@@ -22,12 +22,15 @@ class State(NamedTuple):
 def state(value: float) -> State:
     """A carry like a run's: float and int leaves, a nested dict, typed PRNG keys with a leading run axis."""
     keys = jnp.stack([jax.random.key(s) for s in (7, 8)])
-    params = {"w": jnp.full((2, 3), value, jnp.float32) + jnp.arange(3) * 1e-7, "b": {"c": jnp.float32([value, -value])}}
+    params = {
+        "w": jnp.full((2, 3), value, jnp.float32) + jnp.arange(3) * 1e-7,
+        "b": {"c": jnp.float32([value, -value])},
+    }
     return State(params, jnp.int32([int(value), 5]), jax.vmap(lambda k: jax.random.fold_in(k, int(value)))(keys))
 
 
 def assert_same(a: State, b: State) -> None:
-    for x, y in zip(jax.tree.leaves(a._replace(key=None)), jax.tree.leaves(b._replace(key=None))):
+    for x, y in zip(jax.tree.leaves(a._replace(key=None)), jax.tree.leaves(b._replace(key=None)), strict=True):
         assert x.dtype == y.dtype
         np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(jax.random.key_data(a.key), jax.random.key_data(b.key))

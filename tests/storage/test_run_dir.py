@@ -12,8 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.rl.config import PPOConfig
 from ppo_jax.errors import ConfigError
+from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.normalization import RunningMeanStd
 from ppo_jax.rl.task import METRIC_NAMES, PPO
 from ppo_jax.rlhf.config import RlhfConfig
@@ -21,8 +21,13 @@ from ppo_jax.rlhf.task import METRIC_NAMES as RLHF_METRIC_NAMES
 from ppo_jax.rlhf.task import RLHF
 from ppo_jax.storage.atomic import write_json
 from ppo_jax.storage.run_dir import (
-    config_record, load_config, load_params, metrics_frame, prepare_out_dir, write_results,
-)  # fmt: skip
+    config_record,
+    load_config,
+    load_params,
+    metrics_frame,
+    prepare_out_dir,
+    write_results,
+)
 from tests.helpers import snapshot
 
 
@@ -98,8 +103,9 @@ def test_an_rlhf_run_dir_holds_the_task_its_metrics_and_every_model(tmp_path):
     model = {"params": {"gru": {"kernel": np.ones((n, 3, 3), np.float32)}}}
     metrics = {name: np.full((n, u), i, np.float32) for i, name in enumerate(RLHF_METRIC_NAMES)}
     output = SimpleNamespace(params={"actor": model, "critic": model}, metrics=metrics)
-    shared = SimpleNamespace(sft={"params": {"w": np.zeros((2,), np.float32)}},
-                             reward_model={"params": {"w": np.ones((2,), np.float32)}})  # fmt: skip
+    shared = SimpleNamespace(
+        sft={"params": {"w": np.zeros((2,), np.float32)}}, reward_model={"params": {"w": np.ones((2,), np.float32)}}
+    )
     write_run(tmp_path / "run", RLHF, cfg, [0, 1], output, shared)
 
     assert load_config(tmp_path / "run") == (RLHF, cfg, [0, 1])

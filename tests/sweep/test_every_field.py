@@ -26,11 +26,27 @@ from ppo_jax.task_registry import TASKS
 
 # Tiny runs with a large learning rate and two epochs, so that clipping and the other thresholds bite.
 TINY = {
-    "ppo": {"total_timesteps": 256, "num_envs": 2, "num_steps": 32, "num_minibatches": 2, "update_epochs": 2,
-            "lr": 0.01},
-    "rlhf": {"num_updates": 3, "num_prompts": 8, "num_minibatches": 2, "update_epochs": 2, "hidden_dim": 8,
-             "embed_dim": 8, "sft_steps": 4, "rm_steps": 4, "pretrain_batch": 8, "lr": 0.01},
-}  # fmt: skip
+    "ppo": {
+        "total_timesteps": 256,
+        "num_envs": 2,
+        "num_steps": 32,
+        "num_minibatches": 2,
+        "update_epochs": 2,
+        "lr": 0.01,
+    },
+    "rlhf": {
+        "num_updates": 3,
+        "num_prompts": 8,
+        "num_minibatches": 2,
+        "update_epochs": 2,
+        "hidden_dim": 8,
+        "embed_dim": 8,
+        "sft_steps": 4,
+        "rm_steps": 4,
+        "pretrain_batch": 8,
+        "lr": 0.01,
+    },
+}
 READOUTS = ("learning_rate",)  # metrics that only report a coefficient (as do those named like a config field)
 
 
@@ -99,12 +115,16 @@ def test_every_traced_field_changes_the_runs_or_is_refused(task_name):
         if name in inert:
             assert refused(task, name, two_values, per_setting=True), f"{name} is inert ({inert[name]}) but not refused"
             for m in ("loss", task.score):  # inert means the training is the same
-                np.testing.assert_array_equal(metrics[m][i], metrics[m][0], err_msg=f"{name} is listed inert but changes {m}")
+                np.testing.assert_array_equal(
+                    metrics[m][i], metrics[m][0], err_msg=f"{name} is listed inert but changes {m}"
+                )
         else:
             assert changed, f"{name}: {two_values} gave identical runs and the spec does not refuse it"
             assert not refused(task, name, two_values, per_setting=True)
         if name in task.shared_fields:
-            assert refused(task, name, two_values), f"{name} only shapes the shared pretraining: must be refused when shared"
+            assert refused(task, name, two_values), (
+                f"{name} only shapes the shared pretraining: must be refused when shared"
+            )
 
 
 @pytest.mark.parametrize("task_name", sorted(TASKS))
@@ -132,7 +152,9 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
             value = second_value(task, continuous, name)
             assert value is not None, f"no second valid value for {name}"
             assert refused(task, name, [getattr(base, name), value])  # a CartPole spec cannot vary it
-            assert program(continuous.replace(**{name: value})) != program(continuous), f"{name}={value!r} does not change the program"
+            assert program(continuous.replace(**{name: value})) != program(continuous), (
+                f"{name}={value!r} does not change the program"
+            )
             continue
         assert value is not None, f"no second valid value for {name}"
         if refused(task, name, [getattr(base, name), value]):

@@ -60,8 +60,12 @@ def tiny(tmp_path_factory, compilation_cache) -> tuple[Path, pd.DataFrame]:
 def cli(*args, env=None, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "ppo_jax.cli", "sweep", *map(str, args)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})}, **kwargs,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+        **kwargs,
+    )
 
 
 def assert_tables_close(a: pd.DataFrame, b: pd.DataFrame, rtol=2e-4):
@@ -73,19 +77,28 @@ def assert_tables_close(a: pd.DataFrame, b: pd.DataFrame, rtol=2e-4):
 def test_directory_and_table_layout(tiny):
     out, table = tiny
     assert sorted(p.name for p in out.iterdir()) == [
-        "chunks", "metadata.json", "metrics.parquet", "plan.json", "spec.json", "spec.yaml", "summary.csv", "sweep.log",
-    ]  # fmt: skip
+        "chunks",
+        "metadata.json",
+        "metrics.parquet",
+        "plan.json",
+        "spec.json",
+        "spec.yaml",
+        "summary.csv",
+        "sweep.log",
+    ]
     assert sorted(p.name for p in (out / "chunks").iterdir()) == [f"g000-c0000{i}.parquet" for i in range(3)]
     assert not [p for p in out.parent.iterdir() if p.name.startswith(".")], "temporary files left behind"
     assert (out / "spec.yaml").read_text() == TINY_SPEC.read_text()
 
     assert list(table.columns) == KEY_COLUMNS + list(METRIC_COLUMNS.values()) + list(EVAL_NAMES)
     last = table["update"] == 7  # evaluation: on each run's last row only
-    assert table.loc[last, list(EVAL_NAMES)].notna().all().all() and table.loc[~last, list(EVAL_NAMES)].isna().all().all()
+    assert (
+        table.loc[last, list(EVAL_NAMES)].notna().all().all() and table.loc[~last, list(EVAL_NAMES)].isna().all().all()
+    )
     assert "clip_eps_now" in table and (table.clip_eps_now == table.clip_eps.astype(np.float32)).all()
     assert len(table) == 3 * 2 * 8  # settings x seeds x updates
     expected = [(0.1, 0), (0.1, 7), (0.2, 0), (0.2, 7), (0.3, 0), (0.3, 7)]
-    assert list(zip(table.clip_eps[::8], table.seed[::8])) == expected
+    assert list(zip(table.clip_eps[::8], table.seed[::8], strict=True)) == expected
     assert table.setting_id.tolist() == [i for i in range(3) for _ in range(16)]
     assert table["update"].tolist() == list(range(8)) * 6 and (table.env_steps == (table["update"] + 1) * 128).all()
     assert (table.env == "CartPole-v1").all()
@@ -94,8 +107,15 @@ def test_directory_and_table_layout(tiny):
     assert len(in_progress) == len(table)
 
     summary = pd.read_csv(out / "summary.csv")
-    assert list(summary.columns) == ["env", "setting_id", "clip_eps", "seeds", "final_episode_return",
-                                     "final_episode_return_ci95_low", "final_episode_return_ci95_high"]  # fmt: skip
+    assert list(summary.columns) == [
+        "env",
+        "setting_id",
+        "clip_eps",
+        "seeds",
+        "final_episode_return",
+        "final_episode_return_ci95_low",
+        "final_episode_return_ci95_high",
+    ]
     assert summary.clip_eps.tolist() == [0.1, 0.2, 0.3] and (summary.seeds == 2).all()
     for row in summary.itertuples():  # final value of a run: mean over its last 5% of updates (8 -> 0.4 -> 1: the last)
         runs = table[table.setting_id == row.setting_id]
@@ -107,9 +127,15 @@ def test_directory_and_table_layout(tiny):
     assert metadata_task == "ppo"
     metadata = json.loads((out / "metadata.json").read_text())
     assert metadata["status"] == "complete" and metadata["git_commit"] is not None
-    assert {k: metadata["sweep"][k] for k in ("num_settings", "num_seeds", "num_pairs", "num_programs", "num_chunks")} == {
-        "num_settings": 3, "num_seeds": 2, "num_pairs": 6, "num_programs": 1, "num_chunks": 3,
-    }  # fmt: skip
+    assert {
+        k: metadata["sweep"][k] for k in ("num_settings", "num_seeds", "num_pairs", "num_programs", "num_chunks")
+    } == {
+        "num_settings": 3,
+        "num_seeds": 2,
+        "num_pairs": 6,
+        "num_programs": 1,
+        "num_chunks": 3,
+    }
     assert metadata["sweep"]["num_devices"] == 1 and metadata["sweep"]["num_hosts"] == 1
     assert len(metadata["chunks"]) == 3 and metadata["env_steps"] == 6 * 1024 and metadata["run_seconds"] > 0
     assert len((out / "sweep.log").read_text().splitlines()) == 3
@@ -136,7 +162,9 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path, capsys):
     out, chunks = tmp_path / "killed", tmp_path / "killed" / "chunks"
     proc = cli(spec, "--out", out, "--chunk-size", "1")
     deadline = time.monotonic() + 240
-    while not (chunks.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".") for p in chunks.iterdir())):
+    while not (
+        chunks.is_dir() and any(p.suffix == ".parquet" and not p.name.startswith(".") for p in chunks.iterdir())
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
@@ -216,9 +244,18 @@ def test_summary_final_values_over_several_updates_by_hand():
             ret = 10.0 * setting.setting_id + seed + np.arange(60.0)  # update u: 10 * setting + seed + u
             if (setting.setting_id, seed) == (1, 7):
                 ret[59] = np.nan  # no episode ended: the window's mean skips it
-            rows.append(pd.DataFrame({"env": setting.env, "setting_id": setting.setting_id, "seed": seed,
-                                      "update": np.arange(60), "clip_eps": setting.values["clip_eps"],
-                                      "episode_return": ret}))  # fmt: skip
+            rows.append(
+                pd.DataFrame(
+                    {
+                        "env": setting.env,
+                        "setting_id": setting.setting_id,
+                        "seed": seed,
+                        "update": np.arange(60),
+                        "clip_eps": setting.values["clip_eps"],
+                        "episode_return": ret,
+                    }
+                )
+            )
     summary = sweep.table.summarize(spec, pd.concat(rows, ignore_index=True))
     # Per run: 10 * setting + seed + mean(57, 58, 59) = ... + 58, and ... + mean(57, 58) = ... + 57.5 for (1, 7).
     # Per setting: the mean over seeds 0 and 7 of those.
@@ -235,9 +272,15 @@ def test_two_hosts_with_distributed_equal_one(tiny, tmp_path):
     """--distributed across 2 processes x 2 CPU devices (a faked SLURM step, gloo collectives) = the unsharded sweep."""
     out, procs = tmp_path / "two_hosts", []
     for rank in range(2):
-        env = {"SLURM_JOB_ID": str(1000 + os.getpid() % 1000), "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "2",
-               "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank), "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
-               "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}  # fmt: skip
+        env = {
+            "SLURM_JOB_ID": str(1000 + os.getpid() % 1000),
+            "SLURM_STEP_NODELIST": "localhost",
+            "SLURM_NTASKS": "2",
+            "SLURM_PROCID": str(rank),
+            "SLURM_LOCALID": str(rank),
+            "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+        }
         procs.append(cli(TINY_SPEC, "--out", out, "--distributed", "--chunk-size", "4", env=env))
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=400)
@@ -271,7 +314,9 @@ def test_a_chunk_stopped_mid_way_resumes_from_its_checkpoint(tiny, tmp_path, mon
     monkeypatch.setattr(checkpoints_module.Checkpoints, "save", save)
     restored = []
     restore = checkpoints_module.Checkpoints.restore
-    monkeypatch.setattr(checkpoints_module.Checkpoints, "restore", lambda self, like: restored.append(1) or restore(self, like))
+    monkeypatch.setattr(
+        checkpoints_module.Checkpoints, "restore", lambda self, like: restored.append(1) or restore(self, like)
+    )
     resumed = sweep.run(TINY_SPEC, out, resume=True, **args)
     assert restored == [1] and not (out / "checkpoints" / "g000-c00000").exists()
     pd.testing.assert_frame_equal(resumed, straight)

@@ -36,12 +36,22 @@ def combos(spec):
 
 
 def test_grid_is_the_cartesian_product_with_the_last_axis_fastest_and_envs_outermost():
-    spec = from_dict({"base": BASE, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 3,
-                      "grid": {"clip_eps": [0.1, 0.2], "ent_coef": [0.0, 0.01, 0.02]}})  # fmt: skip
+    spec = from_dict(
+        {
+            "base": BASE,
+            "envs": ["CartPole-v1", "Acrobot-v1"],
+            "seeds": 3,
+            "grid": {"clip_eps": [0.1, 0.2], "ent_coef": [0.0, 0.01, 0.02]},
+        }
+    )
     expected = [
-        {"clip_eps": 0.1, "ent_coef": 0.0}, {"clip_eps": 0.1, "ent_coef": 0.01}, {"clip_eps": 0.1, "ent_coef": 0.02},
-        {"clip_eps": 0.2, "ent_coef": 0.0}, {"clip_eps": 0.2, "ent_coef": 0.01}, {"clip_eps": 0.2, "ent_coef": 0.02},
-    ]  # fmt: skip
+        {"clip_eps": 0.1, "ent_coef": 0.0},
+        {"clip_eps": 0.1, "ent_coef": 0.01},
+        {"clip_eps": 0.1, "ent_coef": 0.02},
+        {"clip_eps": 0.2, "ent_coef": 0.0},
+        {"clip_eps": 0.2, "ent_coef": 0.01},
+        {"clip_eps": 0.2, "ent_coef": 0.02},
+    ]
     assert combos(spec) == [(i, env, v) for env in ("CartPole-v1", "Acrobot-v1") for i, v in enumerate(expected)]
     assert spec.seeds == (0, 1, 2) and spec.axes == ("clip_eps", "ent_coef") and spec.num_combos == 6
     # Each config is the base with the swept values: float32 leaves, everything else from base.
@@ -52,8 +62,9 @@ def test_grid_is_the_cartesian_product_with_the_last_axis_fastest_and_envs_outer
 
 
 def test_zip_pairs_lists_and_multiplies_with_the_grid():
-    spec = from_dict({"base": BASE, "grid": {"clip_eps": [0.1, 0.2]},
-                      "zip": {"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}})  # fmt: skip
+    spec = from_dict(
+        {"base": BASE, "grid": {"clip_eps": [0.1, 0.2]}, "zip": {"lr": [1e-3, 3e-4], "ent_coef": [0.0, 0.01]}}
+    )
     assert [s.values for s in spec.settings] == [
         {"clip_eps": 0.1, "lr": 0.001, "ent_coef": 0.0},
         {"clip_eps": 0.1, "lr": 0.0003, "ent_coef": 0.01},
@@ -64,9 +75,19 @@ def test_zip_pairs_lists_and_multiplies_with_the_grid():
 
 
 def test_random_axes_follow_the_documented_generator():
-    raw = {"base": BASE, "random": {"num_samples": 5, "seed": 3, "axes": {
-        "lr": {"log_uniform": [1e-5, 1e-2]}, "ent_coef": {"uniform": [0, 0.1]},
-        "num_minibatches": {"choice": [1, 2, 4]}, "update_epochs": {"int_uniform": [1, 3]}}}}  # fmt: skip
+    raw = {
+        "base": BASE,
+        "random": {
+            "num_samples": 5,
+            "seed": 3,
+            "axes": {
+                "lr": {"log_uniform": [1e-5, 1e-2]},
+                "ent_coef": {"uniform": [0, 0.1]},
+                "num_minibatches": {"choice": [1, 2, 4]},
+                "update_epochs": {"int_uniform": [1, 3]},
+            },
+        },
+    }
     spec = from_dict(raw)
 
     def rng(name):  # the generator the spec format documents
@@ -88,8 +109,15 @@ def test_random_axes_follow_the_documented_generator():
 
 
 def test_log_uniform_is_uniform_in_log_space():
-    spec = from_dict({"base": BASE, "random": {"num_samples": 4000, "axes": {
-        "lr": {"log_uniform": [1e-6, 1e-2]}, "ent_coef": {"uniform": [0.0, 1.0]}}}})  # fmt: skip
+    spec = from_dict(
+        {
+            "base": BASE,
+            "random": {
+                "num_samples": 4000,
+                "axes": {"lr": {"log_uniform": [1e-6, 1e-2]}, "ent_coef": {"uniform": [0.0, 1.0]}},
+            },
+        }
+    )
     lr = np.array([s.values["lr"] for s in spec.settings])
     ent = np.array([s.values["ent_coef"] for s in spec.settings])
     assert lr.min() >= 1e-6 and lr.max() <= 1e-2 and ent.min() >= 0 and ent.max() <= 1
@@ -101,7 +129,9 @@ def test_log_uniform_is_uniform_in_log_space():
 
 def test_yaml_floats_follow_yaml_1_2_and_values_are_float32_exact(tmp_path):
     path = tmp_path / "s.yaml"
-    path.write_text("base: {total_timesteps: 5e5}\nzip:\n  lr: [1e-3, 2.5E-4]\n  max_grad_norm: [.inf, 0.5]\nseeds: 2\n")
+    path.write_text(
+        "base: {total_timesteps: 5e5}\nzip:\n  lr: [1e-3, 2.5E-4]\n  max_grad_norm: [.inf, 0.5]\nseeds: 2\n"
+    )
     spec = load_spec(path)
     assert spec.base.total_timesteps == 500_000 and isinstance(spec.base.total_timesteps, int)
     assert [s.values["lr"] for s in spec.settings] == [0.001, 0.00025]  # not the strings PyYAML 1.1 makes
@@ -119,12 +149,16 @@ def test_hidden_sizes_and_bools_as_axes():
 
 
 def test_rlhf_grid_over_beta_and_clip_eps():
-    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "seeds": 3, "grid": {"beta": [0.0, 0.1], "clip_eps": [0.1, 0.2]}})
+    spec = from_dict(
+        {"task": "rlhf", "base": RLHF_BASE, "seeds": 3, "grid": {"beta": [0.0, 0.1], "clip_eps": [0.1, 0.2]}}
+    )
     assert spec.task is RLHF and spec.envs == ("copy",) and spec.axes == ("beta", "clip_eps")
     assert [s.values for s in spec.settings] == [
-        {"beta": 0.0, "clip_eps": 0.1}, {"beta": 0.0, "clip_eps": 0.2},
-        {"beta": 0.1, "clip_eps": 0.1}, {"beta": 0.1, "clip_eps": 0.2},
-    ]  # fmt: skip
+        {"beta": 0.0, "clip_eps": 0.1},
+        {"beta": 0.0, "clip_eps": 0.2},
+        {"beta": 0.1, "clip_eps": 0.1},
+        {"beta": 0.1, "clip_eps": 0.2},
+    ]
     setting = spec.settings[3]
     assert setting.cfg == RlhfConfig(**RLHF_BASE, beta=0.1, clip_eps=0.2) and setting.cfg.beta.dtype == np.float32
     assert [s.env for s in spec.settings] == ["copy"] * 4 and spec.seeds == (0, 1, 2)
@@ -134,8 +168,14 @@ def test_rlhf_grid_over_beta_and_clip_eps():
 
 
 def test_rlhf_static_fields_are_axes_and_split_the_programs():
-    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "grid": {"hidden_dim": [16, 32], "beta": [0.0, 0.1]},
-                      "pretrain": {"seed": 5}})  # fmt: skip
+    spec = from_dict(
+        {
+            "task": "rlhf",
+            "base": RLHF_BASE,
+            "grid": {"hidden_dim": [16, 32], "beta": [0.0, 0.1]},
+            "pretrain": {"seed": 5},
+        }
+    )
     assert [s.cfg.hidden_dim for s in spec.settings] == [16, 16, 32, 32]
     assert [g.static for g in group_pairs(spec)] == [{}, {"hidden_dim": 32}]  # base hidden_dim 16
     assert spec.pretrain_seed == 5 and not spec.pretrain_per_setting
@@ -153,8 +193,15 @@ def test_rlhf_pretraining_field_as_an_axis_needs_per_setting():
     assert spec.canonical["pretrain"] == {"seed": 0, "per_setting": True}
 
 
-PRETRAIN_AXES = {"sft_lr": [1e-3, 1e-2], "rm_lr": [1e-3, 1e-2], "demo_noise": [0.1, 0.5], "bt_temperature": [0.1, 1.0],
-                 "sft_steps": [10, 20], "rm_steps": [10, 20], "pretrain_batch": [16, 32]}  # fmt: skip
+PRETRAIN_AXES = {
+    "sft_lr": [1e-3, 1e-2],
+    "rm_lr": [1e-3, 1e-2],
+    "demo_noise": [0.1, 0.5],
+    "bt_temperature": [0.1, 1.0],
+    "sft_steps": [10, 20],
+    "rm_steps": [10, 20],
+    "pretrain_batch": [16, 32],
+}
 
 
 @pytest.mark.parametrize("name", sorted(PRETRAIN_AXES))
@@ -163,7 +210,9 @@ def test_every_pretraining_field_is_refused_as_a_shared_axis(name):
     for block in ("grid", "zip"):
         with pytest.raises(SpecError, match="only affects pretraining"):
             from_dict({"task": "rlhf", "base": RLHF_BASE, block: {name: PRETRAIN_AXES[name]}})
-    spec = from_dict({"task": "rlhf", "base": RLHF_BASE, "grid": {name: PRETRAIN_AXES[name]}, "pretrain": {"per_setting": True}})
+    spec = from_dict(
+        {"task": "rlhf", "base": RLHF_BASE, "grid": {name: PRETRAIN_AXES[name]}, "pretrain": {"per_setting": True}}
+    )
     assert [s.values[name] for s in spec.settings] == PRETRAIN_AXES[name]
     # Fixed under base:, a pretraining field is fine: every setting shares it.
     assert from_dict({"task": "rlhf", "base": {**RLHF_BASE, name: PRETRAIN_AXES[name][1]}}).settings
@@ -185,14 +234,22 @@ def test_an_axis_the_switches_ignore_is_refused():
 
 
 def test_settings_group_by_static_fields_only():
-    spec = from_dict({"base": BASE, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": [5, 9],
-                      "grid": {"hidden_sizes": [[32], [64]], "clip_eps": [0.1, 0.2], "gamma": [0.9, 0.99]}})  # fmt: skip
+    spec = from_dict(
+        {
+            "base": BASE,
+            "envs": ["CartPole-v1", "Acrobot-v1"],
+            "seeds": [5, 9],
+            "grid": {"hidden_sizes": [[32], [64]], "clip_eps": [0.1, 0.2], "gamma": [0.9, 0.99]},
+        }
+    )
     groups = group_pairs(spec)
     # 2 envs x 2 network sizes = 4 programs; clip_eps and gamma vary inside each.
     assert [g.static for g in groups] == [
-        {"hidden_sizes": "32"}, {"hidden_sizes": "64"},
-        {"env": "Acrobot-v1", "hidden_sizes": "32"}, {"env": "Acrobot-v1", "hidden_sizes": "64"},
-    ]  # fmt: skip
+        {"hidden_sizes": "32"},
+        {"hidden_sizes": "64"},
+        {"env": "Acrobot-v1", "hidden_sizes": "32"},
+        {"env": "Acrobot-v1", "hidden_sizes": "64"},
+    ]
     # settings: env-major, then hidden (outer), clip_eps, gamma -> indices 0-3 have hidden 32 on CartPole
     assert groups[0].pairs == tuple((i, seed) for i in range(4) for seed in (5, 9))
     assert groups[1].pairs == tuple((i, seed) for i in range(4, 8) for seed in (5, 9))
@@ -209,11 +266,16 @@ def test_chunk_sizes_are_balanced_multiples_of_the_device_count():
     assert balanced_chunk_size(6, 100, 4) == 8  # one chunk, 2 pairs of padding
     assert balanced_chunk_size(7, 2) == 2 and balanced_chunk_size(7, 3) == 3  # ceil(7/3) = 3 chunks of 3
     assert balanced_chunk_size(5, 1, 4) == 4  # never below one pair per device
-    spec = from_dict({"base": BASE, "grid": {"clip_eps": [0.1, 0.2, 0.3]}, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 3})
+    spec = from_dict(
+        {"base": BASE, "grid": {"clip_eps": [0.1, 0.2, 0.3]}, "envs": ["CartPole-v1", "Acrobot-v1"], "seeds": 3}
+    )
     chunks = make_chunks(group_pairs(spec), [4, 9])
     assert [(c.chunk_id, len(c.pairs)) for c in chunks] == [
-        ("g000-c00000", 4), ("g000-c00001", 4), ("g000-c00002", 1), ("g001-c00000", 9),
-    ]  # fmt: skip
+        ("g000-c00000", 4),
+        ("g000-c00001", 4),
+        ("g000-c00002", 1),
+        ("g001-c00000", 9),
+    ]
     assert chunks[1].pairs == ((1, 1), (1, 2), (2, 0), (2, 1))
 
 
@@ -269,7 +331,10 @@ def test_example_specs_load():
     assert [s.values["clip_eps"] for s in clip.settings[:5]] == [0.05, 0.1, 0.2, 0.3, 0.5]
     pendulum = [s.cfg for s in clip.settings if s.env == "Pendulum-v1"]
     assert all(c.num_envs == 8 and c.update_epochs == 10 and float(c.ent_coef) == 0.0 for c in pendulum)  # env_base
-    assert all(c.num_envs == 4 and float(c.ent_coef) == np.float32(0.01) for c in (s.cfg for s in clip.settings if s.env == "CartPole-v1"))
+    assert all(
+        c.num_envs == 4 and float(c.ent_coef) == np.float32(0.01)
+        for c in (s.cfg for s in clip.settings if s.env == "CartPole-v1")
+    )
     tiny = load_spec(ROOT / "experiments" / "clip_eps_tiny.yaml")
     assert len(tiny.settings) == 3 and tiny.seeds == (0, 7) and tiny.base.num_updates == 8
     random = load_spec(ROOT / "experiments" / "lr_ent_random.yaml")
@@ -294,7 +359,11 @@ def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():
     backends = {s.env: s.cfg.brax_backend for s in paper.settings}
     assert backends["brax/swimmer"] == "generalized" and backends["brax/hopper"] == "spring"
     cpu = load_spec(ROOT / "experiments" / "objectives_brax_cpu.yaml")
-    assert cpu.base == paper.base and cpu.envs == ("brax/inverted_pendulum", "brax/inverted_double_pendulum", "brax/hopper")
+    assert cpu.base == paper.base and cpu.envs == (
+        "brax/inverted_pendulum",
+        "brax/inverted_double_pendulum",
+        "brax/hopper",
+    )
     for name, axis in (("clip_eps_brax", "clip_eps"), ("ent_coef_brax", "ent_coef")):
         sensitivity = load_spec(ROOT / "experiments" / f"{name}.yaml")
         assert axis in sensitivity.axes and len(sensitivity.envs) == 4 and len(sensitivity.settings) == 4 * 6
@@ -306,11 +375,16 @@ def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():
 
 BAD_SPECS = [
     # (spec YAML, what the message must say)
-    ("grid:\n  clip_epsilon: [0.1, 0.2]\n",
-     ["line 2", "unknown PPOConfig field 'clip_epsilon'", "Did you mean: clip_eps"]),
+    (
+        "grid:\n  clip_epsilon: [0.1, 0.2]\n",
+        ["line 2", "unknown PPOConfig field 'clip_epsilon'", "Did you mean: clip_eps"],
+    ),
     ("gird:\n  clip_eps: [0.1]\n", ["unknown spec key 'gird'", "Did you mean: grid"]),
     ("clip_eps: [0.1]\n", ["unknown spec key 'clip_eps'", "under base: or an axis"]),
-    ("grid:\n  progress: [true, false]\n", ["line 2", "not a config field any more", "--no-progress"]),  # a CLI flag now
+    (
+        "grid:\n  progress: [true, false]\n",
+        ["line 2", "not a config field any more", "--no-progress"],
+    ),  # a CLI flag now
     ("grid:\n  anneal_lr: [true, false]\n", ["line 2", "anneal_lr became lr_schedule", "constant"]),
     ("grid:\n  kl_beta: [0.1, 1.0]\n", ["would train the same run", "kl_beta is ignored", "kl_fixed"]),
     ("task: rlhf\ngrid:\n  sft_lr: [1e-5, 1e-2]\n", ["line 3", "only affects pretraining", "per_setting"]),
@@ -318,8 +392,10 @@ BAD_SPECS = [
     ("pretrain: {seed: 1}\n", ["task ppo shares nothing", "remove pretrain"]),
     ("task: rlhf\npretrain: {sed: 1}\n", ["unknown key 'sed'", "Did you mean: seed"]),
     ("task: rlhff\n", ["unknown task 'rlhff'", "Did you mean: rlhf"]),
-    ("task: rlhf\npretrain: {per_setting: true}\nbase: {reward_model: programmatic}\ngrid:\n  rm_lr: [1e-3, 1e-2]\n",
-     ["would train the same run", "rm_lr is ignored", "reward_model: programmatic"]),
+    (
+        "task: rlhf\npretrain: {per_setting: true}\nbase: {reward_model: programmatic}\ngrid:\n  rm_lr: [1e-3, 1e-2]\n",
+        ["would train the same run", "rm_lr is ignored", "reward_model: programmatic"],
+    ),
     ("task: rlhf\ngrid:\n  beta: [-1.0]\n", ["line 3", "grid.beta[0]", "beta must be >= 0"]),
     ("task: rlhf\nbase:\n  betta: 0.1\n", ["line 3", "unknown RlhfConfig field 'betta'", "Did you mean: beta"]),
     ("task: rlhf\ngird:\n  beta: [0.1]\n", ["unknown spec key 'gird'", "Did you mean: grid"]),
@@ -340,7 +416,10 @@ BAD_SPECS = [
     ("seeds: 0\n", ["seeds must be a positive count"]),
     ("seeds: [1, 1]\n", ["distinct"]),
     ("random:\n  num_samples: 4\n  axes:\n    lr: {log_uniform: [0, 1e-3]}\n", ["line 4", "log_uniform needs low > 0"]),
-    ("random:\n  num_samples: 4\n  axes:\n    num_envs: {uniform: [1, 8]}\n", ["uniform needs a float field", "choice"]),
+    (
+        "random:\n  num_samples: 4\n  axes:\n    num_envs: {uniform: [1, 8]}\n",
+        ["uniform needs a float field", "choice"],
+    ),
     ("random:\n  axes:\n    lr: {uniform: [1e-4, 1e-3]}\n", ["num_samples must be an integer >= 1"]),
     ("grid:\n  clip_eps: [0.1]\n  clip_eps: [0.2]\n", ["line 3", "appears twice"]),
     ("grid:\n  clip_eps: [0.1, 0.2\nseeds: 2\n", ["line 3", "malformed YAML", "started on line 2"]),
@@ -369,8 +448,12 @@ def test_bad_specs_give_clear_errors_and_exit_2(text, expected, tmp_path, capsys
 def test_cli_process_exits_2_without_a_traceback(tmp_path):
     path = tmp_path / "broken.yaml"
     path.write_text("grid:\n  clip_eps: [0.1\n")
-    proc = subprocess.run([sys.executable, "-m", "ppo_jax.cli", "sweep", str(path), "--dry-run"],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "ppo_jax.cli", "sweep", str(path), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "malformed YAML" in proc.stderr and "Traceback" not in proc.stderr
 
 
