@@ -27,7 +27,7 @@ import pytest
 from ppo_jax import sweep
 from ppo_jax.segments import compile_segments
 from ppo_jax.storage.checkpoints import Checkpoints
-from ppo_jax.sweep import sweep_dir as resume
+from ppo_jax.sweep import sweep_dir
 from ppo_jax.sweep.program import Shared, prepare_shared_once
 from ppo_jax.task_registry import TASKS
 
@@ -187,7 +187,7 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
     if task.shared_fields:
         spec["pretrain"] = {"seed": 0}
     out, cache = tmp_path / "sweep", tmp_path / "xla"
-    write_chunk, written = resume.write_chunk, []
+    write_chunk, written = sweep_dir.write_chunk, []
 
     def interrupt_after_first(*args, **kwargs):
         if written:
@@ -195,14 +195,14 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
         written.append(write_chunk(*args, **kwargs))
         return written[-1]
 
-    monkeypatch.setattr(resume, "write_chunk", interrupt_after_first)
+    monkeypatch.setattr(sweep_dir, "write_chunk", interrupt_after_first)
     with pytest.raises(KeyboardInterrupt):
         sweep.run(spec, out, chunk_size=2, cache_dir=cache, progress=False)
-    assert len(resume.done_chunks(out)) == 1 and not (out / resume.TABLE_FILE).exists()
-    monkeypatch.setattr(resume, "write_chunk", write_chunk)
+    assert len(sweep_dir.done_chunks(out)) == 1 and not (out / sweep_dir.TABLE_FILE).exists()
+    monkeypatch.setattr(sweep_dir, "write_chunk", write_chunk)
     table = sweep.run(spec, out, resume=True, chunk_size=2, cache_dir=cache, progress=False)
-    assert len(resume.done_chunks(out)) == 2 and (out / resume.TABLE_FILE).exists()
-    pd.testing.assert_frame_equal(table, pd.read_parquet(out / resume.TABLE_FILE))
+    assert len(sweep_dir.done_chunks(out)) == 2 and (out / sweep_dir.TABLE_FILE).exists()
+    pd.testing.assert_frame_equal(table, pd.read_parquet(out / sweep_dir.TABLE_FILE))
     for (setting, seed), (metrics, evaluation, _) in separate.items():
         rows = table[(table.setting_id == setting) & (table.seed == seed)].sort_values("update")
         for metric, column in sweep.table.metric_columns(task).items():
@@ -210,7 +210,7 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
         for metric, value in evaluation.items():  # on the run's last row only
             assert rows[metric].iloc[:-1].isna().all()
             assert rows[metric].iloc[-1] == pytest.approx(float(value), rel=1e-4, abs=1e-5), metric
-    summary = pd.read_csv(out / resume.SUMMARY_FILE)
+    summary = pd.read_csv(out / sweep_dir.SUMMARY_FILE)
     assert len(summary) == len(values) and (summary.seeds == len(SEEDS)).all()
     # A run's final value: the mean over its last final_fraction of updates, rounded up (ppo_jax/final_values.py).
     # PPO: 512 / (2 * 32) = 8 updates, 5% -> 0.4 -> the last update; RLHF: 4 updates, 10% -> 0.4 -> the last update.
