@@ -159,7 +159,7 @@ def test_inverted_pendulum_learns_to_balance():
 
 
 def test_mjx_on_the_cpu_warns_about_the_scheduler_hang(monkeypatch, spec):
-    from ppo_jax import train as train_module
+    from ppo_jax.rl import train as train_module
     from ppo_jax.rl.brax_envs import SCHEDULER_FLAG
     from ppo_jax.rl.train import check
 

@@ -13,8 +13,9 @@ import zlib
 import numpy as np
 import pytest
 
-from ppo_jax import PPOConfig, SpecError, brax_envs
+from ppo_jax import PPOConfig, SpecError
 from ppo_jax.cli import main
+from ppo_jax.rl import brax_envs
 from ppo_jax.rl.task import PPO
 from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
 from ppo_jax.rlhf.task import RLHF
