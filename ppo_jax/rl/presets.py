@@ -8,9 +8,19 @@ records the preset's name).
   (horizon 2048, Adam 3e-4, 10 epochs, minibatch 64, gamma 0.99, lambda 0.95,
   clip 0.2; sec. 6.1: one environment, no entropy bonus, separate 64x64 tanh
   policy and value networks, a state-independent log-std Gaussian, 1M steps).
-  Where the paper is silent, the values of its code (OpenAI baselines ppo2's
-  MuJoCo defaults): observation and reward normalization, gradient clip 0.5,
-  value clipping, constant learning rate.
+  Where the paper is silent, ppo2-era details (OpenAI baselines ppo2's MuJoCo
+  defaults): observation and reward normalization, gradient clip 0.5, value
+  clipping; and a constant learning rate (our choice: ppo2's MuJoCo defaults
+  anneal it, ``lr = 3e-4 * f``). The paper's released code is ppo1: see ``ppo1``.
+* ``ppo1``: the code the paper's MuJoCo results came from, OpenAI baselines
+  ppo1 (``run_mujoco.py`` calling ``pposgd_simple.learn``): the Table 3 values
+  above, with the learning rate *and* the clip range annealed linearly to 0
+  (``schedule='linear'``), no value clipping, no gradient clipping, no reward
+  normalization, observations normalized and clipped to +-5 (``MlpPolicy``'s
+  ``ob_rms``), Adam epsilon 1e-5, and the value loss ``(V - R)^2`` added with
+  weight 1 (``vf_coef`` 2 on our ``0.5 (V - R)^2``). What still differs: ppo1
+  standardizes advantages over the whole batch (ours: per minibatch) and
+  initializes with ``normc`` (ours: orthogonal).
 * ``brax``: Brax PPO's published settings for its tasks (the Brax training
   notebook, one entry per task): massively parallel envs for an accelerator,
   tanh-squashed Gaussian with a state-dependent std (softplus + 0.001), 4x32
@@ -48,7 +58,7 @@ from ppo_jax.errors import ConfigError, close_matches
 from ppo_jax.rl.brax_envs import PREFIX, is_brax
 from ppo_jax.rl.config import PPOConfig
 
-PRESETS = ("mujoco", "brax")
+PRESETS = ("mujoco", "ppo1", "brax")
 NONE = "none"
 """The choice of no preset: PPOConfig's defaults (``--preset none``)."""
 CHOICES = (*PRESETS, NONE)
@@ -72,6 +82,18 @@ MUJOCO = dict(
     normalize_reward=True,
     max_grad_norm=0.5,
     clip_vloss=True,
+)
+
+PPO1 = dict(
+    MUJOCO,
+    lr_schedule="linear",
+    clip_schedule="linear",
+    clip_vloss=False,
+    max_grad_norm=float("inf"),
+    normalize_reward=False,
+    obs_clip=5.0,
+    adam_eps=1e-5,
+    vf_coef=2.0,
 )
 
 BRAX_COMMON = dict(
@@ -143,13 +165,13 @@ def preset_values(name: str, env: str) -> dict:
         )
     if name == NONE:
         return {}
-    if name == "mujoco":
+    if name in ("mujoco", "ppo1"):
         if not is_brax(env) and make_env(env).discrete:
             raise ConfigError(
-                f"preset mujoco is the PPO paper's continuous-control setting; {env} has discrete actions. "
+                f"preset {name} is the PPO paper's continuous-control setting; {env} has discrete actions. "
                 "Use it with a continuous task (brax/halfcheetah, Pendulum-v1, ...)."
             )
-        return dict(MUJOCO)
+        return dict(MUJOCO if name == "mujoco" else PPO1)
     task = env[len(PREFIX) :] if is_brax(env) else None
     if task not in BRAX_TASKS:
         raise ConfigError(

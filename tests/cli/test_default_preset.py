@@ -45,6 +45,36 @@ MUJOCO = {
     "clip_vloss": True,
 }
 
+# OpenAI baselines ppo1, run_mujoco.py -> pposgd_simple.learn(timesteps_per_actorbatch=2048, clip_param=0.2,
+# entcoeff=0.0, optim_epochs=10, optim_stepsize=3e-4, optim_batchsize=64, gamma=0.99, lam=0.95,
+# schedule='linear', adam_epsilon=1e-5): the lr multiplier 1 - t/T also scales the clip range; MlpPolicy
+# (hid_size=64, num_hid_layers=2, tanh) normalizes observations (ob_rms) clipped to [-5, 5]; the loss
+# pol_surr + pol_entpen + mean((V - R)^2) has no value clipping and no gradient clipping; no reward scaling.
+PPO1 = {
+    "total_timesteps": 1_000_000,
+    "num_envs": 1,
+    "num_steps": 2048,
+    "num_minibatches": 32,
+    "update_epochs": 10,
+    "lr": 3e-4,
+    "lr_schedule": "linear",
+    "clip_schedule": "linear",
+    "gamma": 0.99,
+    "gae_lambda": 0.95,
+    "clip_eps": 0.2,
+    "ent_coef": 0.0,
+    "hidden_sizes": (64, 64),
+    "activation": "tanh",
+    "action_dist": "gaussian",
+    "normalize_obs": True,
+    "obs_clip": 5.0,
+    "normalize_reward": False,
+    "max_grad_norm": float("inf"),
+    "clip_vloss": False,
+    "adam_eps": 1e-5,
+    "vf_coef": 2.0,  # (V - R)^2 with weight 1 = 2 x our 0.5 (V - R)^2
+}
+
 # PPOConfig's own defaults (CleanRL's ppo.py, CartPole): what --preset none keeps.
 PLAIN = {
     "total_timesteps": 500_000,
@@ -122,6 +152,17 @@ def test_preset_none_gives_the_plain_defaults_on_a_brax_task(form):
     assert_values(args.config, {"env": IDP, **PLAIN})
 
 
+def test_the_ppo1_preset_is_the_papers_released_code():
+    args = parse(["train", "--env", IDP, "--preset", "ppo1"])
+    assert args.preset == "ppo1"
+    for name, value in PPO1.items():
+        assert (
+            np.float32(getattr(args.config, name)) == np.float32(value)
+            if isinstance(value, float)
+            else (getattr(args.config, name) == value)
+        ), name
+
+
 def test_an_explicit_preset_wins_over_the_default():
     args = parse(["train", f"--env={IDP}", "--preset", "brax", "--update-epochs", "2"])
     assert args.preset == "brax"
@@ -133,7 +174,7 @@ def test_help_shows_the_default_presets_values(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         parse(["train", "--env", IDP, "--help"])
     text = capsys.readouterr().out
-    assert "--preset {mujoco,brax,none}" in text and "(default: mujoco)" in text
+    assert "--preset {mujoco,ppo1,brax,none}" in text and "(default: mujoco)" in text
     assert "(default: 2048)" in text and "(default: 1000000)" in text  # num_steps, total_timesteps
 
 
