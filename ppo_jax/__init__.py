@@ -21,7 +21,7 @@ from ppo_jax.task_registry import TASKS, get_task
 
 moved_modules.install()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PPOConfig",

@@ -15,6 +15,8 @@ float32 leaf is written as the shortest decimal that maps back to it
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import reprlib
 
 import numpy as np
 from flax import struct
@@ -23,6 +25,18 @@ from ppo_jax.errors import ConfigError, close_matches
 
 MAX_SEED = 2**32 - 1
 """The largest run seed: ``jax.random.key`` keeps only the low 32 bits of a seed without jax_enable_x64."""
+MAX_INT32 = 2**31 - 1
+"""The largest size (envs, steps, widths, updates, ...): JAX holds shapes and counters in 32 bits without jax_enable_x64."""
+MAX_INT64 = 2**63 - 1
+"""The largest count kept on the host only (total_timesteps)."""
+MAX_RUNS = 1_000_000
+"""The most runs one sweep trains (envs x settings x seeds): beyond it, listing them alone takes minutes and gigabytes."""
+
+
+def brief_int(value) -> str:
+    """An integer for a message: its digits, or its size when it has too many (str() refuses over 4300 digits)."""
+    value = int(value)
+    return str(value) if value.bit_length() <= 64 else f"a {value.bit_length()}-bit integer"
 
 
 def leaf(default: float):
@@ -100,7 +114,35 @@ class ConfigBase:
         for name in values:
             if name not in known:
                 raise ConfigError(f"unknown {cls.__name__} field {name!r}.{close_matches(name, known)}")
-        return cls(**values)
+        cfg = cls(**values)
+        cfg.check_types()
+        return cfg
+
+    def check_types(self) -> None:
+        """ConfigError unless every field holds the kind of value its default holds (what ``from_dict`` reads back:
+        a leaf is a number or a 1-D list of them, a static field a bool, int, str or tuple of ints as its default)."""
+        defaults, traced = type(self)(), traced_fields(type(self))
+        for f in dataclasses.fields(self):
+            value, default = getattr(self, f.name), getattr(defaults, f.name)
+            if f.name in traced:
+                ok, kind = _is_leaf_value(value), "a number (or a list of numbers)"
+            elif isinstance(default, bool):
+                ok, kind = isinstance(value, (bool, np.bool_)), "true or false"
+            elif isinstance(default, int):
+                ok, kind = (
+                    isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)),
+                    "an integer",
+                )
+            elif isinstance(default, tuple):
+                ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                kind = "a list of integers"
+            else:
+                ok, kind = (
+                    isinstance(value, type(default)),
+                    "a string" if isinstance(default, str) else f"a {type(default).__name__}",
+                )
+            if not ok:
+                raise ConfigError(f"{f.name} must be {kind}, got {short_repr(value)}.")
 
     def inert_fields(self) -> dict[str, str]:
         """Fields whose value cannot change this config's run, with why: ``{field: reason}``.
@@ -109,6 +151,31 @@ class ConfigBase:
         different labels (``ppo_jax.sweep.spec``). Subclasses override this.
         """
         return {}
+
+
+class _Short(reprlib.Repr):
+    def repr_int(self, x, level):  # str() refuses ints over 4300 digits
+        return super().repr_int(x, level) if x.bit_length() <= 4000 else f"<a {x.bit_length()}-bit integer>"
+
+
+_SHORT = _Short()
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 3, 60, 60, 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+
+
+def short_repr(value) -> str:
+    """``repr(value)`` cut short for a one-line message (input may be huge, deep or self-referencing)."""
+    return _SHORT.repr(value)
+
+
+def _is_leaf_value(value) -> bool:
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(value, np.ndarray):
+        return value.ndim <= 1 and value.dtype.kind in "fiu"
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in value)
+    return isinstance(value, numbers.Real)
 
 
 def _is_concrete(value) -> bool:
@@ -142,13 +209,26 @@ def check_choice(name: str, value, choices) -> None:
         )
 
 
-def check_positive_ints(cfg, names, *, allow_zero=()) -> None:
-    """ConfigError unless each field in ``names`` is a positive integer (or >= 0 for those in ``allow_zero``)."""
+def check_positive_ints(cfg, names, *, allow_zero=(), host_only=()) -> None:
+    """ConfigError unless each field in ``names`` is a positive integer (or >= 0 for those in ``allow_zero``).
+
+    Each is at most ``MAX_INT32`` (a shape or a counter in a compiled program), or ``MAX_INT64`` for those in
+    ``host_only`` (counts that only Python and NumPy hold).
+    """
     for name in names:
         value, minimum = getattr(cfg, name), 0 if name in allow_zero else 1
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < minimum:
             kind = "a non-negative" if minimum == 0 else "a positive"
-            raise ConfigError(f"{name} must be {kind} integer, got {value!r}.")
+            shown = (
+                brief_int(value)
+                if isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+                else repr(value)
+            )
+            raise ConfigError(f"{name} must be {kind} integer, got {shown}.")
+        high = MAX_INT64 if name in host_only else MAX_INT32
+        if value > high:
+            raise ConfigError(f"{name} must be at most {high} ({'64' if high == MAX_INT64 else '32'}-bit), "
+                              f"got {brief_int(value)}.")  # fmt: skip
 
 
 def check_leaf_shapes(cfg) -> None:

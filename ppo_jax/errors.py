@@ -1,7 +1,7 @@
 """The errors ppo_jax raises for input that cannot run, each with a message that says how to fix it.
 
 Every one is a ``ValueError`` subclass of ``ConfigError``, so the CLI turns any of
-them into ``error: ...`` on stderr and exit status 2, before anything compiles.
+them into ``error: ...`` on stderr and exit status 2 — for input, before anything compiles.
 """
 
 from __future__ import annotations
@@ -19,6 +19,14 @@ class SpecError(ConfigError):
 
 class ReportError(ConfigError):
     """A report input that cannot be used; the message names the file and how to fix it."""
+
+
+class CorruptFileError(ConfigError):
+    """A file in a run or sweep directory that cannot be read back (truncated, garbled); the message names it and what to do."""
+
+
+class DirectoryInUse(ConfigError):
+    """An output directory another live process is writing; the message names that process (host, pid, start time)."""
 
 
 def close_matches(name: str, choices) -> str:

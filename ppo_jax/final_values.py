@@ -11,14 +11,34 @@ Definitions used everywhere in ppo_jax (CLI output, run directories, sweep table
 * **CI over seeds** = 95% percentile-bootstrap confidence interval of the mean of
   the per-seed values (``bootstrap_ci``; scipy.stats.bootstrap, 10,000
   resamples, fixed resampling seed so the interval is reproducible).
+* **non_finite** (``NON_FINITE``), a per-update metric of every task
+  (``ppo_jax.scan_updates``): 1.0 when after that update the loss or any
+  floating-point leaf of the training state is NaN or infinite, else 0.0 (in a
+  sweep table logged every k updates: how many of the window's updates were).
+* A run **diverged** at its first update with ``non_finite`` > 0
+  (``first_divergence``). Its final value is NaN and is shown as "diverged",
+  whatever its window holds (a policy with non-finite parameters can still
+  collect finite returns, e.g. always the same discrete action): a diverged run
+  has no final value. Means over seeds are over the runs that have one, and say
+  how many did not (``seed_ci``: ``dropped``; the CLI and sweep summary give the
+  number of diverged seeds beside it): a diverged run is never left out silently.
+  A table written before ``non_finite`` existed has no such column; there a run
+  diverged at its first update with a non-finite ``loss``, the only sign it
+  recorded (``divergence_flags``).
 """
 
 from __future__ import annotations
 
 import math
 import warnings
+from typing import NamedTuple
 
 import numpy as np
+
+NON_FINITE = "non_finite"
+"""The per-update divergence flag every task records (``ppo_jax.scan_updates``)."""
+NON_FINITE_LOSS, NON_FINITE_STATE = "non-finite loss", "non-finite parameters or state"
+"""Why a run diverged at an update (``divergence_reason``)."""
 
 
 def final_value(values: np.ndarray, fraction: float) -> np.ndarray:
@@ -52,31 +72,54 @@ def final_window(num_updates: int, fraction: float) -> int:
     return max(1, math.ceil(round(fraction * num_updates, 9)))
 
 
+class SeedCI(NamedTuple):
+    """``seed_ci``: the mean over seeds, its bootstrap CI, and how many values it is over and left out."""
+
+    mean: float
+    low: float
+    high: float
+    count: int
+    """Finite values the mean and CI are over."""
+    dropped: int
+    """Non-finite values left out: diverged runs (final value NaN), runs that never finished an episode."""
+
+
 def bootstrap_ci(
     values, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Mean of ``values`` (e.g. one final value per seed) and its bootstrap CI.
+    """Mean of ``values`` (e.g. one final value per seed) and its bootstrap CI: ``seed_ci`` without the counts.
 
-    Percentile bootstrap of the mean (``scipy.stats.bootstrap``, method
-    ``"percentile"``). Non-finite values (runs that never finished an episode)
-    are dropped first. With fewer than two finite values there is no interval:
-    returns ``(mean, nan, nan)`` (mean is NaN when there is no finite value).
+    Non-finite values are dropped without saying so: aggregate runs with
+    ``seed_ci``, whose ``dropped`` says how many were left out.
 
     Returns:
       ``(mean, low, high)`` as Python floats.
     """
+    return tuple(seed_ci(values, confidence, n_resamples, seed)[:3])
+
+
+def seed_ci(values, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0) -> SeedCI:
+    """Mean of ``values`` (e.g. one final value per seed), its bootstrap CI, and the count of values left out.
+
+    Percentile bootstrap of the mean (``scipy.stats.bootstrap``, method
+    ``"percentile"``). Non-finite values (diverged runs, runs that never
+    finished an episode) are left out first and counted in ``dropped``. With
+    fewer than two finite values there is no interval: ``low`` and ``high`` are
+    NaN (``mean`` too when there is no finite value).
+    """
     from scipy import stats
 
     array = np.asarray(values, dtype=np.float64).ravel()
+    dropped = int(array.size - np.isfinite(array).sum())
     array = array[np.isfinite(array)]
     if array.size == 0:
-        return math.nan, math.nan, math.nan
+        return SeedCI(math.nan, math.nan, math.nan, 0, dropped)
     mean = float(array.mean())
     if array.size < 2:
-        return mean, math.nan, math.nan
+        return SeedCI(mean, math.nan, math.nan, 1, dropped)
     if np.all(array == array[0]):
         # Every resample has the same mean: a zero-width interval (scipy would warn).
-        return mean, mean, mean
+        return SeedCI(mean, mean, mean, int(array.size), dropped)
     result = stats.bootstrap(
         (array,),
         np.mean,
@@ -86,4 +129,42 @@ def bootstrap_ci(
         vectorized=True,
         rng=np.random.default_rng(seed),
     )
-    return mean, float(result.confidence_interval.low), float(result.confidence_interval.high)
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    return SeedCI(mean, low, high, int(array.size), dropped)
+
+
+def first_divergence(non_finite) -> np.ndarray:
+    """Index of the first update with ``non_finite`` > 0 along the last axis, -1 where there is none.
+
+    Args:
+      non_finite: ``[..., num_updates]`` (NaN, an update not recorded, counts as finite).
+
+    Returns:
+      int64 ``[...]`` (a 0-d array for 1-D input).
+    """
+    flags = np.nan_to_num(np.asarray(non_finite, dtype=np.float64), nan=0.0) > 0
+    if flags.ndim == 0 or flags.shape[-1] == 0:
+        raise ValueError(f"non_finite needs a last axis of updates with at least one entry, got shape {flags.shape}")
+    return np.where(flags.any(axis=-1), flags.argmax(axis=-1), -1).astype(np.int64)
+
+
+def divergence_flags(run) -> np.ndarray | None:
+    """One run's per-update divergence flags from its table (a DataFrame or a dict of ``[num_updates]`` columns).
+
+    Its ``non_finite`` column where it has one; a table written before that column
+    existed (no such column, or, merged with newer tables, all NaN): where its
+    ``loss`` is not finite; None where it has neither (nothing recorded).
+    """
+    columns = getattr(run, "columns", run)
+    if NON_FINITE in columns:
+        flags = np.asarray(run[NON_FINITE], dtype=np.float64)
+        if not np.isnan(flags).all():
+            return flags
+    if "loss" in columns:
+        return (~np.isfinite(np.asarray(run["loss"], dtype=np.float64))).astype(np.float64)
+    return None
+
+
+def divergence_reason(loss: float) -> str:
+    """Why a run diverged at an update, from the loss there: "non-finite loss", else "non-finite parameters or state"."""
+    return NON_FINITE_LOSS if not math.isfinite(float(loss)) else NON_FINITE_STATE

@@ -18,6 +18,9 @@ the updates (``report_every``; the reporter shows what it gets), and switches it
 off with ``enabled=False`` (``--no-progress``): both runs use the same compiled
 program. ``on_update=None`` (the default of ``train``) puts no callback in the
 program at all.
+
+``ChunkProgress`` does the same for the chunks of ``ppo-jax sweep``: a bar on a
+terminal, else a plain line every 10% of the chunks.
 """
 
 from __future__ import annotations
@@ -133,6 +136,47 @@ class ProgressReporter:
 
     def __enter__(self):
         self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class ChunkProgress:
+    """Progress over the ``total`` chunks of a sweep: a tqdm bar on a terminal; else a line every ``every_percent`` percent of them.
+
+    ``update(note)`` after each chunk; ``note`` (e.g. its throughput) goes after the bar or at the end of the line.
+    """
+
+    def __init__(self, total: int, *, enabled: bool = True, stream=None, every_percent: float = 10.0):
+        self.total, self.enabled, self.done = total, enabled, 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.every = max(1, round(total * every_percent / 100))
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.bar = None
+        self.start = time.perf_counter()
+
+    def update(self, note: str = "") -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(note, refresh=False)
+            self.bar.update()
+        elif self.enabled and not self.interactive and (self.done % self.every == 0 or self.done == self.total):
+            elapsed = time.perf_counter() - self.start
+            line = f"chunks {self.done}/{self.total} ({100 * self.done / self.total:.0f}%) in {elapsed:.0f} s"
+            print(line + (f": {note}" if note else ""), file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+        if self.enabled and self.interactive:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=self.total, unit="chunk", file=self.stream, dynamic_ncols=True)
         return self
 
     def __exit__(self, *exc):

@@ -7,7 +7,9 @@ the loggers; a checkpoint is written every ``checkpoint_every`` updates, and on
 SIGINT or SIGTERM, after which the loop stops and reports it (the run
 continues with ``--resume``). Resumed from a checkpoint, the loop runs the same
 compiled segments on the restored state, so the run ends where the
-uninterrupted one does, bit for bit.
+uninterrupted one does, bit for bit. A full disk or an I/O error stops the run
+with an error that says so; metrics.csv keeps whole rows only, and ``--resume``
+continues from the last checkpoint once the disk is mended.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ppo_jax.segments import Segments
+from ppo_jax.storage.atomic import DISK_ERRORS
 from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.storage.live_run import LiveRun
 from ppo_jax.storage.run_dir import metrics_frame
@@ -61,6 +64,27 @@ def stop_requests():
             signal.signal(sig, old)
 
 
+@contextlib.contextmanager
+def _disk(run: LiveRun | None):
+    """A full disk or an I/O error while writing ``run``: the error says what is intact and what to do."""
+    try:
+        yield
+    except OSError as error:
+        if run is None or error.errno not in DISK_ERRORS or "--resume" in str(error):  # said already
+            raise
+        raise OSError(
+            error.errno,
+            f"{error.strerror}. {run.path} holds every row before it and the checkpoints written: free some space "
+            "(or mend the disk), then continue with --resume (or start over with --force).",
+        ) from error
+
+
+def _header(path) -> list[str]:
+    """metrics.csv's columns: a run started before a metric existed (``non_finite``) goes on without it when resumed."""
+    with open(path) as f:
+        return f.readline().rstrip("\r\n").split(",")
+
+
 def run_segments(
     segments: Segments,
     task,
@@ -87,6 +111,7 @@ def run_segments(
     kept = [] if run is None else None
     last_checkpoint, start = first_update, time.perf_counter()
     length = run.metrics_path.stat().st_size if run is not None and run.metrics_path.exists() else 0
+    header = _header(run.metrics_path) if length else None  # a resumed run appends the columns it started with
 
     def handle(first, carry, metrics, requested) -> None:
         """The host's part of a finished segment (while the next one runs): metrics out, checkpoint if due or asked for."""
@@ -96,7 +121,8 @@ def run_segments(
         if run is None:
             kept.append(metrics)
         else:
-            length = run.append_metrics(metrics_frame(task, cfg, seeds, metrics, first))
+            frame = metrics_frame(task, cfg, seeds, metrics, first)
+            length = run.append_metrics(frame if header is None else frame.reindex(columns=header))
         for logger in loggers:
             logger.write(first, metrics)
         stop = bool(requested[0]) and done < segments.num_updates
@@ -113,7 +139,7 @@ def run_segments(
             raise Stopped(requested[0], done)
 
     # Without checkpoints a signal stops the run as usual: there is nothing to save and a segment may be long.
-    with stop_requests() if checkpoints is not None else contextlib.nullcontext([0]) as requested:
+    with stop_requests() if checkpoints is not None else contextlib.nullcontext([0]) as requested, _disk(run):
         pending = None
         for first in segments.starts(first_update):
             # Dispatch this segment first, then do the host's work for the previous one while it runs.

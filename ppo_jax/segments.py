@@ -109,6 +109,7 @@ def compile_segments(
             masked=masked,
             on_update=on_update,
             report_every=report_every,
+            checked=task.checked_state,
         )
 
     start = time.perf_counter()

@@ -26,6 +26,11 @@ and optionally::
 
       describe_shared(cfg, shared) -> {name: float}     # what the CLI prints and records about it
       evaluate_episodes(cfg, output, key, num_episodes)  # per-episode evaluation (PPO: an Evaluation)
+      checked_state(carry) -> pytree                    # the part of the carry that must stay finite (default: all)
+
+Every task's metrics end with ``non_finite`` (``ppo_jax.final_values.NON_FINITE``):
+``step`` does not return it; ``ppo_jax.scan_updates``, the loop over updates of
+every train, segment and sweep program, adds it from the carry and the loss.
 
 ``on_update(update_idx, metrics)`` is called on the host once per update of every
 run (through ``jax.debug.callback``; under ``vmap`` once per run), with that
@@ -54,7 +59,7 @@ class Task:
     config_class: type
     """The config dataclass (PPOConfig, RlhfConfig)."""
     metric_names: tuple[str, ...]
-    """Per-update metrics, in table order."""
+    """Per-update metrics, in table order: what ``step`` returns, then ``non_finite`` (added by ``scan_updates``)."""
     score: str
     """The metric a run is judged by (its final value: mean over the last ``final_fraction`` of updates)."""
     final_fraction: float
@@ -139,6 +144,11 @@ class Task:
     def describe_shared(self, cfg, shared) -> dict:
         describe = getattr(self.engine_module(), "describe_shared", None)
         return {} if describe is None else describe(cfg, shared)
+
+    def checked_state(self, carry):
+        """The part of a run's carry whose floating-point leaves must stay finite (``non_finite``): the engine's, or all."""
+        checked = getattr(self.engine_module(), "checked_state", None)
+        return carry if checked is None else checked(carry)
 
     def evaluate_episodes(self, cfg, output, key, num_episodes: int):
         """The engine's per-episode evaluation, or None if it has none."""

@@ -13,6 +13,6 @@ DEFAULT_TASK = PPO.name
 
 def get_task(name: str) -> Task:
     """The task called ``name``; ConfigError naming the known ones otherwise."""
-    if name not in TASKS:
+    if not isinstance(name, str) or name not in TASKS:
         raise ConfigError(f"unknown task {name!r}.{close_matches(str(name), TASKS)} Known tasks: {', '.join(TASKS)}.")
     return TASKS[name]

@@ -34,3 +34,21 @@ def test_final_value_is_the_mean_over_the_last_fraction_of_updates():
     assert final_value(np.arange(10.0), 1.0) == 4.5
     with pytest.raises(ValueError):
         final_value(np.arange(10.0), 0.0)
+
+
+def test_first_divergence_seed_ci_and_the_flags_of_old_tables_by_hand():
+    from ppo_jax.final_values import divergence_flags, first_divergence, seed_ci
+
+    flags = np.array([[0, 0, 1, 1], [0, 0, 0, 0], [np.nan, 1, 0, 0]])  # NaN: not recorded, not a divergence
+    np.testing.assert_array_equal(first_divergence(flags), [2, -1, 1])
+    assert first_divergence(np.zeros(3)) == -1 and first_divergence([0.0, 2.0]) == 1  # a window's count
+    # seed_ci says what bootstrap_ci leaves out silently: 2 of 5 values (a diverged run's NaN, an inf)
+    ci = seed_ci([1.0, np.nan, 2.0, 3.0, np.inf])
+    assert (ci.count, ci.dropped) == (3, 2) and ci.mean == 2.0 and tuple(ci[:3]) == bootstrap_ci([1.0, 2.0, 3.0])
+    assert seed_ci([np.nan, np.nan])[3:] == (0, 2) and np.isnan(seed_ci([np.nan]).mean)
+    # A table without non_finite (written before it existed): a non-finite loss; with neither column: nothing.
+    loss = np.array([1.0, np.inf, np.nan])
+    np.testing.assert_array_equal(divergence_flags({"loss": loss}), [0, 1, 1])
+    np.testing.assert_array_equal(divergence_flags({"loss": loss, "non_finite": np.full(3, np.nan)}), [0, 1, 1])
+    np.testing.assert_array_equal(divergence_flags({"loss": loss, "non_finite": np.zeros(3)}), [0, 0, 0])
+    assert divergence_flags({"episode_return": loss}) is None

@@ -11,7 +11,9 @@
 Modules: ``train`` (train and rlhf: one runner for any task), ``sweep``,
 ``report``, ``common``. Exit status: 0 on success, 2 for input that cannot run
 (message on stderr, starting with ``error:``; tyro uses 2 for flags it cannot
-parse too), 1 if an output directory could not be written, 130 on Ctrl-C.
+parse too), 3 when a seed of ``train`` / ``rlhf`` diverged (a non-finite loss or
+training state; the run directory is complete and says so; ``--allow-divergence``
+exits 0), 1 if an output directory could not be written, 130 on Ctrl-C.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ppo_jax.config_fields import MAX_RUNS
 from ppo_jax.errors import ConfigError
 
 MAX_SEED = 2**32 - 1  # jax.random.key keeps only the low 32 bits without jax_enable_x64
@@ -32,6 +33,8 @@ def seed_list(seed: int, num_seeds: int, flag: str = "--seed") -> list[int]:
             f"seeds must lie in [0, {MAX_SEED}] (JAX keeps 32 bits of a seed), got {flag} {seed} with "
             f"--seeds {num_seeds} (last seed {seed + num_seeds - 1})."
         )
+    if num_seeds > MAX_RUNS:  # before listing them (4 billion seeds fit in 32 bits, not in memory)
+        raise ConfigError(f"--seeds {num_seeds} is more runs than one command trains ({MAX_RUNS:,} at most).")
     return list(range(seed, seed + num_seeds))
 
 

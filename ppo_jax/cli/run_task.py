@@ -4,6 +4,12 @@ All seeds of one config train as one vmapped program, run as segments of
 updates (``ppo_jax.segments``, ``ppo_jax.run_loop``): with ``--out`` the metrics
 stream to metrics.csv, checkpoints are written every ``--checkpoint-every`` and on
 SIGINT/SIGTERM, and ``--resume`` continues from the newest one.
+
+A seed whose run diverged (``non_finite``, ``ppo_jax.scan_updates``: a non-finite
+loss or training state) is named with the update it diverged at and why; its
+final values are NaN ("diverged"), means over seeds are over the others and say
+so, metadata.json lists it under "diverged", and the command exits with
+``EXIT_DIVERGED`` (3) unless ``--allow-divergence``.
 """
 
 from __future__ import annotations
@@ -11,15 +17,20 @@ from __future__ import annotations
 import math
 import shlex
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+import numpy as np
 
 from ppo_jax.cli.common import fmt, make_keys, say
 from ppo_jax.errors import ConfigError
 from ppo_jax.storage.run_dir import config_record
 from ppo_jax.task_contract import Task
 
+EXIT_DIVERGED = 3
+"""Exit status of ``ppo-jax train`` / ``rlhf`` when a seed diverged (without ``--allow-divergence``); 2 is bad input."""
 DEFAULT_SEGMENT_PERCENT = 5
 """With a run directory, a run is cut into segments of 5% of its updates (at least 10) unless checkpoints ask for less."""
 MIN_SEGMENT = 10
@@ -57,15 +68,18 @@ def run_task(
     keep_checkpoints: int = 2,
     log=(),
     argv: list[str],
+    allow_divergence: bool = False,
 ) -> int:
     """Train ``task`` with ``cfg`` on every seed; print final values; write (or continue) a run directory at ``out``.
 
     Everything that can be wrong with the input raises ConfigError before anything compiles.
-    Returns the exit status: 0, or 128 + the signal number when a signal stopped the run.
+    Returns the exit status: 0; ``EXIT_DIVERGED`` when a seed diverged (unless ``allow_divergence``), after
+    the run directory is complete; or 128 + the signal number when a signal stopped the run.
     """
     cfg = task.validate(cfg)
     from ppo_jax.loggers import check_loggers
     from ppo_jax.segments import checkpoint_interval
+    from ppo_jax.storage.locks import DirectoryLock
     from ppo_jax.storage.run_dir import prepare_out_dir
 
     log = check_loggers(log, out)
@@ -73,6 +87,7 @@ def run_task(
     interval = checkpoint_interval(options.checkpoint_every, num_updates)
     if keep_checkpoints < 1:
         raise ConfigError(f"--keep-checkpoints must be >= 1, got {keep_checkpoints}.")
+    _lock = out and DirectoryLock(out).acquire()  # --out to this process until run_task returns (storage/locks.py)
     if out is not None and not resume:
         prepare_out_dir(out, force)
     elif force and out is None:
@@ -207,12 +222,15 @@ def run_task(
         from ppo_jax.storage.run_dir import read_final_window
 
         window = read_final_window(run.metrics_path, task, seeds, num_updates)
-    final = final_values(task, window, num_updates)
-    print_final_values(task, seeds, final)
+    diverged = divergences(seeds, result.metrics, None if run is None else run.metrics_path)
+    final = final_values(task, window, num_updates, diverged=[s in diverged for s in seeds])
+    print_final_values(task, seeds, final, diverged)
     if evaluation is not None:
+        kept = [i for i, s in enumerate(seeds) if s not in diverged]  # a diverged seed's parameters are not finite
+        over = "" if len(kept) == len(seeds) else f"; over the {len(kept)} of {len(seeds)} seeds that did not diverge"
         say(
-            f"evaluation ({options.eval_episodes} fresh episodes per seed, final parameters): mean return "
-            f"stochastic {fmt(float(evaluation.stochastic.mean()))}, deterministic {fmt(float(evaluation.deterministic.mean()))}"
+            f"evaluation ({options.eval_episodes} fresh episodes per seed, final parameters{over}): mean return "
+            f"stochastic {fmt(_mean(evaluation.stochastic[kept]))}, deterministic {fmt(_mean(evaluation.deterministic[kept]))}"
         )
 
     if run is not None:
@@ -226,6 +244,7 @@ def run_task(
             env_steps=samples,
             env_steps_per_second=done_samples / result.run_seconds,
             final={"definition": f"mean over the last {100 * task.final_fraction:g}% of updates", **final},
+            diverged=[{"seed": s, **diverged[s]} for s in seeds if s in diverged],
         )
 
         def write_final(path: Path) -> None:
@@ -233,7 +252,47 @@ def run_task(
             write_json(path / METADATA_FILE, metadata)
 
         say(f"run directory: {run.complete(write_final)}")
-    return 0
+    return exit_status(diverged, len(seeds), allow_divergence)
+
+
+def exit_status(diverged: dict[int, dict], num_seeds: int, allow_divergence: bool) -> int:
+    """0, or ``EXIT_DIVERGED`` if a seed diverged and that is not allowed; each diverged seed named on stderr."""
+    for seed, where in diverged.items():
+        print(f"seed {seed} diverged at update {where['update']} ({where['reason']})", file=sys.stderr)
+    if not diverged or allow_divergence:
+        return 0
+    print(
+        f"error: {len(diverged)} of {num_seeds} seed{'s' if num_seeds > 1 else ''} diverged: exit status "
+        f"{EXIT_DIVERGED} (--allow-divergence exits 0)",
+        file=sys.stderr,
+    )
+    return EXIT_DIVERGED
+
+
+def _mean(values) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def divergences(seeds: list[int], metrics: dict | None, metrics_path: Path | None) -> dict[int, dict]:
+    """``{seed: {"update": u, "reason": why}}`` for each seed whose run diverged (``ppo_jax.final_values``).
+
+    From ``metrics`` (``[num_seeds, num_updates]`` in memory) or, when they went there, from metrics.csv.
+    """
+    from ppo_jax.final_values import divergence_flags, divergence_reason, first_divergence
+
+    if metrics is None:
+        from ppo_jax.storage.run_dir import read_divergences
+
+        found = read_divergences(metrics_path, seeds)
+    else:
+        flags = divergence_flags(metrics)
+        first = first_divergence(flags) if flags is not None else np.full(len(seeds), -1)
+        found = {
+            s: (int(u), float(metrics["loss"][i, u]) if "loss" in metrics else math.nan)
+            for i, (s, u) in enumerate(zip(seeds, first, strict=True))
+            if u >= 0
+        }
+    return {int(s): {"update": u, "reason": divergence_reason(loss)} for s, (u, loss) in sorted(found.items())}
 
 
 def check_checkpoint(meta: dict, expected: dict, where: Path) -> None:
@@ -246,28 +305,43 @@ def check_checkpoint(meta: dict, expected: dict, where: Path) -> None:
         )
 
 
-def final_values(task: Task, metrics, num_updates: int) -> dict:
-    """``{name: {"per_seed", "mean", "ci95_low", "ci95_high"}}`` for each reported metric.
+def final_values(task: Task, metrics, num_updates: int, diverged=None) -> dict:
+    """``{name: {"per_seed", "mean", "ci95_low", "ci95_high", "dropped"}}`` for each reported metric.
 
     ``metrics[name]`` is ``[num_seeds, n]``: the whole run, or (from metrics.csv) just
-    the window of last updates that defines final values.
+    the window of last updates that defines final values. ``diverged[i]``: seed i's run
+    diverged, so its final values are NaN. The mean and CI are over the finite
+    per-seed values; ``dropped`` counts the others (diverged seeds among them).
     """
-    from ppo_jax.final_values import bootstrap_ci, final_value, final_window
+    from ppo_jax.final_values import final_value, final_window, seed_ci
 
     out = {}
     for name in task.reported:
         values = metrics[name][:, -final_window(num_updates, task.final_fraction) :]
         finals = final_value(values, 1.0)
-        mean, low, high = bootstrap_ci(finals)
-        out[name] = {"per_seed": [float(v) for v in finals], "mean": mean, "ci95_low": low, "ci95_high": high}
+        if diverged is not None:
+            finals = np.where(np.asarray(diverged, dtype=bool), np.nan, finals)
+        ci = seed_ci(finals)
+        out[name] = {
+            "per_seed": [float(v) for v in finals],
+            "mean": ci.mean,
+            "ci95_low": ci.low,
+            "ci95_high": ci.high,
+            "dropped": ci.dropped,
+        }
     return out
 
 
-def print_final_values(task: Task, seeds: list[int], final: dict) -> None:
+def print_final_values(task: Task, seeds: list[int], final: dict, diverged: dict | None = None) -> None:
+    """Per seed its final values (or where it diverged); per metric the mean over seeds, saying which seeds it leaves out."""
+    diverged = diverged or {}
     names = list(final)
     say(f"final values (mean over the last {100 * task.final_fraction:g}% of updates): {', '.join(names)}")
     for i, s in enumerate(seeds):
-        say(f"  seed {s}: " + "  ".join(fmt(final[name]["per_seed"][i], 3) for name in names))
+        if s in diverged:
+            say(f"  seed {s}: diverged at update {diverged[s]['update']} ({diverged[s]['reason']})")
+        else:
+            say(f"  seed {s}: " + "  ".join(fmt(final[name]["per_seed"][i], 3) for name in names))
     if len(seeds) > 1:
         for name, entry in final.items():
             ci = (
@@ -275,4 +349,10 @@ def print_final_values(task: Task, seeds: list[int], final: dict) -> None:
                 if entry["ci95_low"] == entry["ci95_low"]
                 else "no CI: fewer than 2 finite values"
             )
-            say(f"  {name}: mean over {len(seeds)} seeds {fmt(entry['mean'], 3)}  ({ci})")
+            dropped = entry.get("dropped", 0)
+            over = f"{len(seeds)} seeds"
+            if dropped:
+                left = [f"{len(diverged)} diverged"] if diverged else []
+                left += [f"{dropped - len(diverged)} without a value"] if dropped > len(diverged) else []
+                over = f"{len(seeds) - dropped} of {len(seeds)} seeds ({', '.join(left)})"
+            say(f"  {name}: mean over {over} {fmt(entry['mean'], 3)}  ({ci})")

@@ -20,7 +20,8 @@ class Sweep:
     Writes a sweep directory at --out: spec.yaml, spec.json, plan.json, metadata.json,
     sweep.log, chunks/*.parquet (one per finished chunk), and once every chunk is
     done metrics.parquet (one row per env x setting x seed x update) and summary.csv.
-    Prints the final values of every setting (mean over seeds, 95% bootstrap CI). The spec names its task
+    Prints the final values of every setting (mean over seeds, 95% bootstrap CI) and which seeds diverged, at
+    which update (a diverged run has no final value; the mean is over the others and says so). The spec names its task
     (`task: ppo`, the default, or `task: rlhf`).
     """
 
@@ -54,7 +55,11 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
     if args.distributed and not args.dry_run:
         import jax
 
-        jax.distributed.initialize()  # before anything starts a backend (importing gymnax does)
+        try:
+            jax.distributed.initialize()  # before anything starts a backend (importing gymnax does)
+        except (ValueError, RuntimeError) as error:  # no cluster found: "coordinator_address should be defined."
+            raise SpecError(f"--distributed: jax.distributed.initialize() failed ({' '.join(str(error).split())}); "
+                            "run under SLURM, Open MPI or on a TPU pod, or drop --distributed.") from None  # fmt: skip
     from ppo_jax import sweep
 
     spec = sweep.load_spec(args.spec)  # every spec error before anything compiles

@@ -53,6 +53,8 @@ class RunFlags:
     """Also log every metric of every update to TensorBoard (DIR/tensorboard/) or Weights & Biases (offline, DIR/wandb/): optional extras."""
     progress: bool = True
     """Show progress (a bar on a terminal, a line every 10% otherwise, on stderr); the compiled program is the same either way."""
+    allow_divergence: Switch = False
+    """Exit 0 even if a seed diverged (its loss or training state became NaN or infinite: metrics.csv's non_finite). Without it such a run still completes and records it (metadata.json "diverged"), prints which seed diverged at which update, and exits 3."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +70,8 @@ class Train(RunFlags):
 
     eval_episodes: int = 16
     """After training, play this many fresh episodes per seed with the final parameters, stochastic and deterministic policy (0: none); written to evaluation.csv."""
-    preset: Literal["mujoco", "brax", "none"] = NONE
-    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3), brax (Brax PPO's published settings for the task, sized for an accelerator) or none (the defaults below). Without --preset a Brax task starts from mujoco, every other env from none; the run prints which. See ppo_jax/rl/presets.py; `ppo-jax train --preset P --env E --help` shows its values."""
+    preset: Literal["mujoco", "ppo1", "brax", "none"] = NONE
+    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3, with ppo2-era details), ppo1 (the paper's released code, OpenAI baselines ppo1: lr and clip range annealed, no value or gradient clipping, no reward normalization), brax (Brax PPO's published settings for the task, sized for an accelerator) or none (the defaults below). Without --preset a Brax task starts from mujoco, every other env from none; the run prints which. See ppo_jax/rl/presets.py; `ppo-jax train --preset P --env E --help` shows its values."""
     config: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=PPOConfig
     )
@@ -172,4 +174,5 @@ def _run(task: Task, args: RunFlags, cfg, options: RunOptions, argv: list[str]) 
         keep_checkpoints=args.keep_checkpoints,
         log=args.log,
         argv=argv,
+        allow_divergence=args.allow_divergence,
     )

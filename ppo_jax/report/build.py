@@ -21,7 +21,9 @@ Report directory::
                               (RLHF) the reward vs KL frontier
 
 "Final return" is the final value of the task's score (``Task.score``: PPO's
-episodic return, RLHF's programmatic score).
+episodic return, RLHF's programmatic score). A diverged run is never dropped
+silently: it is scored by ``ppo_jax.report.scores.DIVERGED_RULE``, counted in
+every cell ("(k/n diverged)"), and listed in report.json and index.md.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ReportError
+from ppo_jax.final_values import NON_FINITE
 from ppo_jax.report import figures, frontier, intervals, paper_table1, scores, tables
 from ppo_jax.report.index import write_index
 from ppo_jax.report.scores import NORMALIZATIONS, final_returns, load_reference_scores, normalizers
@@ -88,12 +91,12 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     if len(runs.evals):
         finals = finals.merge(runs.evals.drop(columns=["source"]), on=["env", "setting", "seed"], how="left")
     norms = normalizers(finals, references, normalize)
-    finals["score"] = scores.normalize(finals, norms)
+    finals["score"] = scores.normalize(finals, norms, references)
     finals.to_csv(out / "final_returns.csv", index=False)
 
     raw = intervals.per_env(finals, "final_return", reps, seed)
     scored = intervals.per_env(finals, "score", reps, seed)
-    per_env = raw.merge(scored, on=["env", "setting", "runs"], suffixes=("", "_score"))
+    per_env = raw.merge(scored, on=["env", "setting", "runs", "diverged"], suffixes=("", "_score"))
     per_env.to_csv(out / "per_env.csv", index=False)
     files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
 
@@ -105,7 +108,9 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     files["tables"] += ["final_return.md", "final_return.tex"]
 
     complete = [s for s in settings if set(finals.loc[finals["setting"] == s, "env"]) == set(envs)]
-    matrices = {s: intervals.score_matrix(finals, "score", s, envs) for s in complete}
+    scorable = finals[~(finals["diverged"] & finals["score"].isna())]  # diverged, no chance reference: left out
+    matrices = {s: intervals.score_matrix(scorable, "score", s, envs) for s in complete}
+    diverged = finals.groupby("setting", sort=False)["diverged"].agg(["sum", "size"])
     result = {
         "envs": envs,
         "settings": settings,
@@ -116,6 +121,8 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     }
     if matrices and all(np.isfinite(m).all() for m in matrices.values()):
         agg = intervals.aggregates(matrices, reps, seed)
+        agg["runs"] = agg["setting"].map(diverged["size"]).astype(int)
+        agg["diverged"] = agg["setting"].map(diverged["sum"]).astype(int)
         agg.to_csv(out / "aggregates.csv", index=False)
         wide = agg.rename(columns={"value": "iqm", "metric": "env"})  # tables put metrics in the columns
         (out / "aggregates.md").write_text(
@@ -167,9 +174,11 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             "|---|---|---:|---:|---:|",
         ]
         for (env, setting), rows in finals.groupby(["env", "setting"], sort=False):
+            kept = rows[~rows["diverged"]]  # a diverged run's parameters are not finite: not evaluated
+            note = f" ({len(rows) - len(kept)}/{len(rows)} diverged)" if len(kept) < len(rows) else ""
             lines.append(
-                f"| {env} | {setting} | {tables.fmt(rows['eval_return_stochastic'].mean())} | "
-                f"{tables.fmt(rows['eval_return_deterministic'].mean())} | {tables.fmt(rows['final_return'].mean())} |"
+                f"| {env} | {setting}{note} | {tables.fmt(kept['eval_return_stochastic'].mean())} | "
+                f"{tables.fmt(kept['eval_return_deterministic'].mean())} | {tables.fmt(kept['final_return'].mean())} |"
             )
         (out / "evaluation.md").write_text("\n".join(lines) + "\n")
         files["tables"].append("evaluation.md")
@@ -211,6 +220,11 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             )
         files["figures"] += figures.sensitivity(lines, settings, ticks, xlabel, out, "sensitivity")
     return result
+
+
+def _recorded(runs: Runs, source: int) -> bool:
+    """Whether source ``source``'s tables hold ``non_finite`` (else divergence is read off a non-finite loss)."""
+    return bool(runs.curves.loc[runs.curves["source"] == source, NON_FINITE].notna().any())
 
 
 def make_report(
@@ -289,6 +303,16 @@ def make_report(
             },
             "setting_fields": runs.setting_fields,
             "settings": runs.settings,
+            "divergence": {
+                "rule": scores.DIVERGED_RULE,
+                "recorded": [
+                    NON_FINITE in runs.curves.columns and _recorded(runs, i) for i in range(len(runs.provenance))
+                ],
+                "runs": [
+                    {"env": r.env, "setting": r.setting, "seed": int(r.seed), "update": int(r.diverged_at)}
+                    for r in result["finals"][result["finals"]["diverged"]].itertuples()
+                ],
+            },
             "sources": runs.provenance,
             "command": command,
         }

@@ -4,7 +4,8 @@ Per setting: the final KL(pi || pi_ref) per response (``kl_ref``), the final
 reward-model score (``score``) and the final programmatic score
 (``true_score``), each the mean over seeds of the runs' final values (mean over
 the report's last percent of updates) with a 95% percentile-bootstrap CI over
-seeds (``ppo_jax.final_values.bootstrap_ci``). The figure puts KL on x and the
+seeds (``ppo_jax.final_values.seed_ci``); a diverged run has no final values
+and is counted in ``diverged`` (the means are over the others). The figure puts KL on x and the
 two scores on y, one series per value of a second swept field (clip_eps when
 swept), points in order of the first (beta when swept); a gap between the
 reward model's score and the programmatic one is over-optimisation of the proxy.
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.final_values import divergence_flags, final_value, first_divergence, seed_ci
 from ppo_jax.report import figures
 from ppo_jax.report.sources import Runs
 
@@ -31,17 +32,23 @@ def applies(runs: Runs) -> bool:
 
 
 def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
-    """One row per setting: its swept values, seeds, and per metric ``m``: ``m``, ``m_ci95_low``, ``m_ci95_high``."""
+    """One row per setting: its swept values, seeds, diverged (seeds), and per metric ``m``: ``m``, ``m_ci95_low``,
+    ``m_ci95_high`` (over the seeds that did not diverge)."""
     rows = []
     for (env, setting), group in runs.curves.groupby(["env", "setting"], sort=False):
         per_seed = {m: [] for m in METRICS}
+        diverged = 0
         for _, run in group.groupby("seed", sort=False):
             run = run.sort_values("update")
+            flags = divergence_flags(run)
+            gone = flags is not None and int(first_divergence(flags)) >= 0
+            diverged += gone
             for m in METRICS:
-                per_seed[m].append(float(final_value(run[m].to_numpy(), last_percent / 100)))
+                per_seed[m].append(np.nan if gone else float(final_value(run[m].to_numpy(), last_percent / 100)))
         row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(per_seed["kl_ref"])}
+        row["diverged"] = diverged
         for m, values in per_seed.items():
-            row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = bootstrap_ci(values)
+            row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = seed_ci(values)[:3]
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -99,13 +106,17 @@ def markdown(table: pd.DataFrame, fields: list[str]) -> str:
     def cell(row, m):
         return f"{row[m]:.3f} [{row[m + '_ci95_low']:.3f}, {row[m + '_ci95_high']:.3f}]"
 
+    def seeds(row):
+        diverged = int(row.get("diverged", 0))
+        return f"{row['seeds']} ({diverged} diverged)" if diverged else str(row["seeds"])
+
     head = [*fields, "seeds", "KL to reference (nats)", "reward-model score", "programmatic score"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in table.iterrows():
         values = [f"{row[f]:g}" if isinstance(row[f], float) else str(row[f]) for f in fields]
         lines.append(
             "| "
-            + " | ".join([*values, str(row["seeds"]), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")])
+            + " | ".join([*values, seeds(row), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")])
             + " |"
         )
     return "\n".join(lines) + "\n"

@@ -51,6 +51,23 @@ def _definitions(record: dict) -> list[str]:
         "scores of every run on every env; the optimality gap is the mean shortfall below 1 (lower is better); "
         "P(X > Y) is the Mann-Whitney probability that a run of X beats a run of Y on the same env, averaged over envs."
     )
+    divergence = record.get("divergence")
+    if divergence:
+        unrecorded = [
+            s["name"] for s, known in zip(record["sources"], divergence["recorded"], strict=True) if not known
+        ]
+        lines.append(f"- **Diverged runs**: {divergence['rule']}")
+        if unrecorded:
+            lines.append(
+                f"  - {', '.join(unrecorded)}: written before non_finite was recorded; a run there counts as "
+                "diverged from its first update with a non-finite loss."
+            )
+        found = divergence["runs"]
+        shown = "; ".join(f"{r['env']}, {r['setting']}, seed {r['seed']} at update {r['update']}" for r in found[:20])
+        more = f"; and {len(found) - 20} more (report.json)" if len(found) > 20 else ""
+        lines.append(
+            f"  - {len(found)} run{'s' if len(found) != 1 else ''} diverged" + (f": {shown}{more}." if found else ".")
+        )
     if record["setting_fields"]:
         lines.append(f"- Settings differ in: {', '.join(record['setting_fields'])}.")
     return lines

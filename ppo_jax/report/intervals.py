@@ -94,15 +94,23 @@ def score_matrix(finals: pd.DataFrame, column: str, setting: str, envs: list[str
 
 
 def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataFrame:
-    """IQM and mean over seeds of ``column`` per env x setting, with 95% CIs of the IQM."""
+    """IQM and mean over seeds of ``column`` per env x setting, with 95% CIs of the IQM.
+
+    ``runs`` counts every run of the cell and ``diverged`` those that diverged (``finals["diverged"]``); a
+    diverged run without a value in ``column`` (NaN: a final return; a score without a chance reference) is
+    left out of the statistics, which are over the others. Any other NaN makes the cell's statistics NaN.
+    """
     rows = []
     for (env, setting), group in finals.groupby(["env", "setting"], sort=False):
         values = group[column].to_numpy(float)
+        diverged = group["diverged"].to_numpy(bool) if "diverged" in group else np.zeros(len(values), bool)
+        values = values[~(diverged & np.isnan(values))]
         finite = values[np.isfinite(values)]
         row = {
             "env": env,
             "setting": setting,
-            "runs": len(values),
+            "runs": len(group),
+            "diverged": int(diverged.sum()),
             "mean": np.nan,
             "iqm": np.nan,
             "low": np.nan,

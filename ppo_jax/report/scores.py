@@ -20,6 +20,13 @@
   every environment is normalized as in the PPO paper: ``best`` is the best
   setting's mean final return in the report, documented or not (its Table 1 is
   the mean of these scores over environments: ``ppo_jax.report.paper_table1``).
+* **Diverged runs** (``DIVERGED_RULE``): a run diverged at its first update with
+  ``non_finite`` > 0 (``ppo_jax.final_values``; a directory written before that
+  column existed: its first update with a non-finite loss). It has no final
+  return (NaN, never averaged in); its normalized score is 0, its env's random
+  policy's, where the env's reference is a random policy's score
+  (``Reference.chance``), and it is left out, and counted, where it is not
+  (the RLHF copy task's 0 is a bound, not chance).
 """
 
 from __future__ import annotations
@@ -30,10 +37,9 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from ppo_jax.errors import ReportError
-from ppo_jax.final_values import final_value
+from ppo_jax.final_values import divergence_flags, final_value, first_divergence
 from ppo_jax.report.sources import Runs
 
 
@@ -41,6 +47,21 @@ class Reference(NamedTuple):
     random: float
     best: float | None
     source: str
+    chance: bool = True
+    """``random`` is a random policy's score, so a diverged run scores it (normalized 0); False: a bound (RLHF)."""
+
+
+DIVERGED_RULE = (
+    "a run diverged at its first update whose loss or training state was NaN or infinite (metrics' non_finite; "
+    "a directory written before non_finite was recorded: its first update with a non-finite loss, the parameters "
+    "unchecked). A diverged run has no final return: it is never averaged in, and tables give the number of diverged "
+    "runs beside each cell, as (k/n diverged), where the final return's statistics are over the other runs. In "
+    "normalized scores and their aggregates a diverged run scores 0, its env's random-policy score, where the env's "
+    "reference is a random policy: a policy whose parameters are not finite cannot act better than chance, and "
+    "leaving it out would bias its setting upward. Where the reference is not a random policy's score (the RLHF copy "
+    "task's bounds) the run is left out of the scores and counted."
+)
+"""What the report does with a diverged run, as its definitions say it (index.md, report.json)."""
 
 
 _RANDOM_SOURCE = "random: uniform random policy, 1000 episodes (scripts/reference_scores.py)"
@@ -66,6 +87,7 @@ REFERENCE_SCORES = {
         1.0,
         "the programmatic score's bounds: 0 = no position of the intended response right, "
         "1 = every position (RLHF copy task; not a random policy)",
+        chance=False,
     ),
 }
 
@@ -75,12 +97,17 @@ def load_reference_scores(path: Path | None) -> dict[str, Reference]:
     table = dict(REFERENCE_SCORES)
     if path is None:
         return table
+    from ppo_jax.errors import SpecError
+    from ppo_jax.sweep.spec_yaml import parse_yaml  # one-line errors with the line, as for sweep specs
+
     try:
-        raw = yaml.safe_load(Path(path).read_text())
+        raw, _ = parse_yaml(Path(path).read_text(encoding="utf-8"), str(path))
     except OSError as error:
         raise ReportError(f"{path}: cannot read reference scores ({error.strerror or error}).") from None
-    except yaml.YAMLError as error:
-        raise ReportError(f"{path}: not valid YAML ({error}).") from None
+    except UnicodeDecodeError:
+        raise ReportError(f"{path}: not UTF-8 text; save the reference scores as UTF-8 YAML.") from None
+    except SpecError as error:
+        raise ReportError(str(error)) from None
     if not isinstance(raw, dict):
         raise ReportError(f"{path}: expected a mapping env -> {{random: R, best: B, source: text}}.")
     for env, entry in raw.items():
@@ -90,27 +117,41 @@ def load_reference_scores(path: Path | None) -> dict[str, Reference]:
         if best is not None and (not isinstance(best, (int, float)) or best == entry["random"]):
             raise ReportError(f"{path}: entry {env!r}: 'best' must be a number different from 'random'.")
         table[env] = Reference(
-            float(entry["random"]), None if best is None else float(best), str(entry.get("source", path))
+            float(entry["random"]),
+            None if best is None else float(best),
+            str(entry.get("source", path)),
+            bool(entry.get("chance", True)),
         )
     return table
 
 
 def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
-    """One row per run: env, setting, seed, final_return (mean score over the last ``last_percent``% of updates)."""
+    """One row per run: env, setting, seed, final_return (mean score over the last ``last_percent``% of updates),
+    diverged and diverged_at (the update it diverged at; empty where it did not).
+
+    A diverged run's final_return is NaN (see the module docstring).
+    """
     if not 0.0 < last_percent <= 100.0:
         raise ReportError(f"--last-percent must be in (0, 100], got {last_percent}.")
     rows = []
     for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
-        values = run.sort_values("update")[runs.task.score].to_numpy()
+        run = run.sort_values("update")
+        values = run[runs.task.score].to_numpy()
+        flags = divergence_flags(run)
+        index = -1 if flags is None else int(first_divergence(flags))
         rows.append(
             {
                 "env": env,
                 "setting": setting,
                 "seed": seed,
-                "final_return": float(final_value(values, last_percent / 100)),
+                "final_return": math.nan if index >= 0 else float(final_value(values, last_percent / 100)),
+                "diverged": index >= 0,
+                "diverged_at": int(run["update"].iloc[index]) if index >= 0 else None,
             }
         )
-    return pd.DataFrame(rows)
+    finals = pd.DataFrame(rows)
+    finals["diverged_at"] = finals["diverged_at"].astype("Int64")
+    return finals
 
 
 NORMALIZATIONS = ("reference", "best-setting")
@@ -135,7 +176,7 @@ def normalizers(
         if ref.best is not None and normalize == "reference":
             out[env] = (ref.random, ref.best, ref.source)
             continue
-        best = rows.groupby("setting")["final_return"].mean().max()
+        best = _scored_returns(rows, ref).groupby(rows["setting"]).mean().max()
         if not math.isfinite(best) or best == ref.random:
             raise ReportError(
                 f"{env}: no best score to normalize by: none documented (or --normalize best-setting) "
@@ -150,8 +191,25 @@ def normalizers(
     return out
 
 
-def normalize(finals: pd.DataFrame, norms: dict[str, tuple[float, float, str]]) -> np.ndarray:
-    """Normalized scores of ``finals`` rows: ``(R - random) / (best - random)``, float64."""
+def _scored_returns(rows: pd.DataFrame, ref: Reference) -> pd.Series:
+    """Final returns with a diverged run's as its env's random score where that is chance (``DIVERGED_RULE``)."""
+    if "diverged" not in rows or not ref.chance:
+        return rows["final_return"]
+    return rows["final_return"].where(~rows["diverged"].astype(bool), ref.random)
+
+
+def normalize(
+    finals: pd.DataFrame, norms: dict[str, tuple[float, float, str]], references: dict[str, Reference] | None = None
+) -> np.ndarray:
+    """Normalized scores of ``finals`` rows: ``(R - random) / (best - random)``, float64.
+
+    With ``references``, a diverged run (``finals["diverged"]``) scores 0 where its env's reference is chance
+    (``Reference.chance``) and NaN (left out) where it is not; without, NaN (its final return).
+    """
     random = finals["env"].map(lambda e: norms[e][0]).to_numpy(float)
     best = finals["env"].map(lambda e: norms[e][1]).to_numpy(float)
-    return (finals["final_return"].to_numpy(float) - random) / (best - random)
+    scores = (finals["final_return"].to_numpy(float) - random) / (best - random)
+    if references is not None and "diverged" in finals:
+        chance = finals["env"].map(lambda e: references[e].chance).to_numpy(bool)
+        scores = np.where(finals["diverged"].to_numpy(bool) & chance, 0.0, scores)
+    return scores

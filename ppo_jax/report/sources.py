@@ -48,11 +48,11 @@ def _read_json(path: Path):
         raise ReportError(f"{path}: file missing; is {path.parent} a complete ppo-jax run or sweep directory?")
     try:
         return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (ValueError, RecursionError) as error:  # JSONDecodeError, UnicodeDecodeError, a 5000-digit int, [[[[...
         raise ReportError(f"{path}: not valid JSON ({error}); the file is corrupt, rerun the run or sweep.") from None
 
 
-def _read_table(path: Path, task: Task) -> pd.DataFrame:
+def _read_table(path: Path, task: Task, required: tuple[str, ...] = ()) -> pd.DataFrame:
     if not path.is_file():
         raise ReportError(f"{path}: file missing; is {path.parent} a complete ppo-jax run or sweep directory?")
     try:
@@ -61,13 +61,36 @@ def _read_table(path: Path, task: Task) -> pd.DataFrame:
         raise ReportError(
             f"{path}: cannot be read as a table ({type(error).__name__}: {error}); the file is corrupt."
         ) from None
-    missing = [c for c in (*KEY_COLUMNS, task.score) if c not in table.columns]
+    missing = [c for c in (*KEY_COLUMNS, *required, task.score) if c not in table.columns]
     if missing:
         raise ReportError(
             f"{path}: missing column(s) {missing}; this is not a ppo-jax metrics table of task {task.name}."
         )
     if table.empty:
         raise ReportError(f"{path}: the metrics table has no rows.")
+    integers = [c for c in (*KEY_COLUMNS, "setting_id") if c in table.columns]
+    return _numeric(table, path, integers, [c for c in task.metric_names if c in table.columns])
+
+
+def _numeric(table: pd.DataFrame, path: Path, integers, numbers) -> pd.DataFrame:
+    """``table`` with ``integers`` as int64 and ``numbers`` as float; ReportError naming the file and the first bad cell."""
+    table = table.copy()
+    for column in (*integers, *numbers):
+        raw = table[column]
+        if isinstance(raw, pd.DataFrame):  # a name given to two columns
+            raise ReportError(f"{path}: column {column!r} appears more than once; the file is corrupt.")
+        values = pd.to_numeric(raw, errors="coerce").astype(float)
+        if column in integers:
+            bad = ~np.isfinite(values) | (values != values.round()) | (values.abs() > 2**53)
+        else:
+            bad = values.isna() & raw.notna() & ~raw.astype(str).str.lower().isin(("nan", "none", ""))
+        if bad.any():
+            row = int(np.argmax(bad.to_numpy()))
+            kind = "an integer" if column in integers else "a number"
+            raise ReportError(
+                f"{path}: column {column!r} row {row} holds {raw.iloc[row]!r}, not {kind}; the file is corrupt."
+            )
+        table[column] = values.astype(np.int64) if column in integers else values
     return table
 
 
@@ -95,11 +118,15 @@ def _load_run_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
     cfg = _config(raw, path / "config.json", task)
     config = cfg.to_dict()
     metadata = _read_json(path / "metadata.json")
+    if not isinstance(metadata, dict):
+        raise ReportError(f"{path / 'metadata.json'}: expected a JSON object; the file is corrupt.")
     table = _read_table(path / "metrics.csv", task)
     table.insert(0, "env", task.env_of(cfg))
     evaluation = path / "evaluation.csv"
     if evaluation.is_file():
-        episodes = _read_table_plain(evaluation, ("seed", "policy", "return"))
+        episodes = _numeric(
+            _read_table_plain(evaluation, ("seed", "policy", "return")), evaluation, ["seed"], ["return"]
+        )
         means = episodes.groupby(["seed", "policy"])["return"].mean().unstack("policy")
         last = table.groupby("seed")["update"].transform("max") == table["update"]
         for policy in ("stochastic", "deterministic"):
@@ -128,12 +155,14 @@ def _load_sweep_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
     spec = record.get("spec") if isinstance(record, dict) else None
     task = _task(spec.get("task", DEFAULT_TASK) if isinstance(spec, dict) else DEFAULT_TASK, path / "spec.json")
     metadata = _read_json(path / "metadata.json")
+    if not isinstance(metadata, dict):
+        raise ReportError(f"{path / 'metadata.json'}: expected a JSON object; the file is corrupt.")
     if not (path / "metrics.parquet").is_file() and (path / "chunks").is_dir():
         raise ReportError(
             f"{path / 'metrics.parquet'}: missing — the sweep has not finished; complete it with "
             f"`ppo-jax sweep {path / 'spec.yaml'} --out {path} --resume`."
         )
-    table = _read_table(path / "metrics.parquet", task)
+    table = _read_table(path / "metrics.parquet", task, required=("env", "setting_id"))
     try:
         base, env_base = record["spec"]["base"], record["spec"].get("env_base", {})
         configs = {}
@@ -158,6 +187,24 @@ def _label(values: dict) -> str:
         return str(v)
 
     return ", ".join(f"{k}={show(v)}" for k, v in values.items()) or "default"
+
+
+def _check_files(path: Path) -> None:
+    """Every file of a run or sweep directory read back first: ReportError naming a corrupt one (never skipped)."""
+    from ppo_jax.errors import CorruptFileError
+    from ppo_jax.storage.run_dir import check_run_dir
+    from ppo_jax.sweep.sweep_dir import check_sweep_dir
+
+    try:
+        if (path / "spec.json").exists() and (path / "metrics.parquet").exists():
+            check_sweep_dir(path)
+        elif (path / "config.json").exists() and not (path / "spec.json").exists():
+            check_run_dir(path)
+    except CorruptFileError as error:
+        raise ReportError(str(error)) from None
+    except OSError as error:  # a file missing, or a directory where a file should be
+        raise ReportError(f"{error.filename or path}: cannot be read ({error.strerror or error}); is {path} a complete "
+                          "ppo-jax run or sweep directory?") from None  # fmt: skip
 
 
 def load_sources(paths: list[Path]) -> Runs:
@@ -186,6 +233,7 @@ def load_sources(paths: list[Path]) -> Runs:
                 f"{path}: neither a run directory (config.json) nor a sweep directory (spec.json); "
                 "give directories written by `ppo-jax train --out` or `ppo-jax sweep --out`."
             )
+        _check_files(path)  # after the readers' own messages: what they cannot see (a cut table, params)
         tasks.setdefault(task.name, path)
         if len(tasks) > 1:
             (first, first_path), (other, other_path) = list(tasks.items())[:2]
@@ -195,9 +243,10 @@ def load_sources(paths: list[Path]) -> Runs:
             )
         table = table.assign(source=index)
         frames.append(table)
-        name = (metadata.get("sweep") or {}).get("name") or path.name
+        sweep = metadata.get("sweep")
+        name = str((sweep.get("name") if isinstance(sweep, dict) else None) or path.name)
         spec_file = path / ("spec.yaml" if kind == "sweep" else "config.json")
-        spec_text = spec_file.read_text() if spec_file.is_file() else None
+        spec_text = spec_file.read_text(errors="replace") if spec_file.is_file() else None  # provenance only
         provenance.append({"path": str(path), "kind": kind, "name": name, "metadata": metadata, "spec": spec_text})
     table = pd.concat(frames, ignore_index=True)
     return _with_settings(table, provenance, task)
@@ -222,12 +271,15 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
         full.setdefault(label, config)
         labels.append(label)
     table = table.drop(columns=["_config"]).assign(setting=labels)
-    duplicated = table.duplicated(["env", "setting", "seed", "update"])
+    key = ["env", "setting", "seed", "update"]
+    duplicated = table.duplicated(key, keep=False)
     if duplicated.any():
         row = table[duplicated].iloc[0]
+        rows = table[duplicated & (table[key] == row[key]).all(axis=1)]
+        paths = sorted({provenance[int(s)]["path"] for s in rows["source"]})
+        where = f"twice in {paths[0]}" if len(paths) == 1 else f"in more than one input directory ({', '.join(paths)})"
         raise ReportError(
-            f"run ({row.env}, {row.setting}, seed {row.seed}) appears in more than one input directory; "
-            "give each run once."
+            f"run ({row['env']}, {row['setting']}, seed {row['seed']}) has update {row['update']} {where}; give each run once."
         )
     eval_cols = [c for c in task.eval_names if c in table.columns]
     evals = (

@@ -1,7 +1,8 @@
 """Tables of final return per setting (rows) x env (columns): Markdown and LaTeX (booktabs).
 
 A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI), or the value alone where it has no
-CI (low and high NaN); the best
+CI (low and high NaN), followed by ``(k/n diverged)`` where k of its n runs diverged (a table with
+``diverged`` and ``runs`` columns; ``ppo_jax.report.scores.DIVERGED_RULE``); the best
 IQM of each column is in bold (the lowest, for columns where lower is better). Numbers keep 3 significant digits (at least one
 decimal place below 100).
 """
@@ -43,7 +44,9 @@ def _cells(
                 if math.isfinite(cell["low"]) or math.isfinite(cell["high"])
                 else ""
             )
-            row_text.append(fmt(cell["iqm"]) + interval)
+            diverged = int(cell["diverged"]) if "diverged" in cell and cell["diverged"] == cell["diverged"] else 0
+            note = f" ({diverged}/{int(cell['runs'])} diverged)" if diverged else ""
+            row_text.append(fmt(cell["iqm"]) + interval + note)
             row_bold.append(bool(math.isfinite(cell["iqm"]) and cell["iqm"] == best[column]))
         texts.append(row_text)
         bold.append(row_bold)

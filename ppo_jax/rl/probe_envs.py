@@ -12,11 +12,19 @@ isolates one part of the agent, so a failure points at that part.
 | Probe-ContinuousAction    | [0]          | Box(1)  | -(a - 0.5)^2, episode ends | mean action -> 0.5              |
 | Probe-TimeLimit           | [0]          | 1       | +1 every step, truncated   | V = 1 / (1 - gamma)             |
 |                           |              |         | after 5 steps, never ends  |                                 |
+| Probe-Diverge             | [0]          | 1       | +1 every step, NaN from    | the run diverges at update      |
+|                           |              |         | step 101 on, truncated     | 100 // num_steps (NaN loss)     |
+|                           |              |         | after 200, never ends      |                                 |
 
 Probe-TimeLimit tells a correct time-limit treatment from the common bug: an
 agent that bootstraps truncated episodes from V(final observation) learns
 V = 1/(1-gamma); one that treats the time limit as termination learns the mean
 of the 5-step truncated returns, which is smaller.
+
+Probe-Diverge checks how a diverged run is handled (``non_finite``,
+``ppo_jax.scan_updates``): its reward is NaN from each episode's step
+``DIVERGE_STEP`` (0-based) on, so the loss is NaN first at the update whose
+rollout holds that step of the first episode, ``DIVERGE_STEP // num_steps``.
 """
 
 from __future__ import annotations
@@ -130,6 +138,23 @@ class TimeLimit(_Probe):
         return jnp.array(False)
 
 
+DIVERGE_STEP = 100
+"""Probe-Diverge's reward is NaN from each episode's step ``DIVERGE_STEP`` (0-based) on."""
+
+
+class Diverge(TimeLimit):
+    """+1 every step, NaN from step ``DIVERGE_STEP`` on; never terminated, truncated after ``2 * DIVERGE_STEP`` steps."""
+
+    @property
+    def default_params(self) -> ProbeParams:
+        return ProbeParams(max_steps_in_episode=2 * DIVERGE_STEP)
+
+    def step_env(self, key, state, action, params):
+        reward = jnp.where(state.time >= DIVERGE_STEP, jnp.nan, 1.0).astype(jnp.float32)
+        new_state = ProbeState(obs=state.obs, time=state.time + 1)
+        return state.obs, new_state, reward, jnp.array(False), {}
+
+
 PROBE_ENVS = {
     "Probe-ConstantReward": ConstantReward,
     "Probe-ObsDependentReward": ObsDependentReward,
@@ -137,4 +162,5 @@ PROBE_ENVS = {
     "Probe-DiscountedTwoStep": DiscountedTwoStep,
     "Probe-ContinuousAction": ContinuousAction,
     "Probe-TimeLimit": TimeLimit,
+    "Probe-Diverge": Diverge,
 }

@@ -7,7 +7,7 @@
 
 Besides ``train`` this module is the engine of the PPO ``Task`` (``ppo_jax.task_contract``):
 ``check``, ``prepare_shared``, ``init``, ``step``, ``finish`` (what ``train`` is made of; a
-segmented run, ``ppo_jax.segments``, calls them itself), ``evaluate`` and ``params_tree``.
+segmented run, ``ppo_jax.segments``, calls them itself), ``checked_state``, ``evaluate`` and ``params_tree``.
 """
 
 from __future__ import annotations
@@ -150,8 +150,15 @@ def train(
         num_updates=cfg.num_updates,
         on_update=on_update,
         report_every=report_every,
+        checked=checked_state,
     )
     return finish(cfg, runner, metrics)
+
+
+def checked_state(runner: RunnerState) -> RunnerState:
+    """The state whose floating-point leaves must stay finite (``non_finite``): all but each env's last episode
+    return and length, NaN until an episode has ended."""
+    return runner._replace(episodes=runner.episodes._replace(last_return=None, last_length=None))
 
 
 def finish(cfg: PPOConfig, runner: RunnerState, metrics: dict) -> TrainOutput:

@@ -30,6 +30,7 @@ from flax.training.train_state import TrainState
 from jax import lax
 
 from ppo_jax import distributions, threefry_cpu
+from ppo_jax.final_values import NON_FINITE
 from ppo_jax.minibatch_epochs import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rlhf import copy_task
@@ -204,7 +205,7 @@ def step(cfg: RlhfConfig, carry: Carry, update_idx: jax.Array, shared: Pretraine
     batch, metrics = rollout(cfg, models, train_state.params, shared, rollout_key)
     train_state, loss_metrics = update(train_state, models, batch, cfg, update_key)
     metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
-    return Carry(train_state, key), {name: metrics[name] for name in METRIC_NAMES}
+    return Carry(train_state, key), {name: metrics[name] for name in METRIC_NAMES if name != NON_FINITE}
 
 
 def finish(cfg: RlhfConfig, carry: Carry, metrics: dict) -> RlhfOutput:

@@ -3,7 +3,9 @@
 A file is written to a temporary sibling and ``os.replace``-d into place. A
 directory is written complete into a temporary sibling and renamed into place;
 an existing one (replaced with ``force``) is moved aside first, put back if the
-final rename fails, and deleted only once the new one is in place.
+final rename fails, and deleted only once the new one is in place. Text appended
+to a file (metrics.csv, sweep.log) goes in whole or not at all. So a full disk or
+an I/O error (OSError, naming the file) leaves every file as it was before the write.
 
 JSON is written in one layout everywhere: like ``indent=2``, except that a list
 of scalars stays on one line (a chunk's pairs, a stacked leaf); NaN becomes
@@ -12,6 +14,7 @@ null (strict JSON), +-inf stays (Python's json writes Infinity).
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
@@ -23,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from ppo_jax.errors import ConfigError
+from ppo_jax.storage.corrupt import corrupt
 
 
 def absolute(path) -> Path:
@@ -60,6 +64,16 @@ def dumps(value, indent: str = "") -> str:
     return json.dumps(value)
 
 
+DISK_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG, errno.EROFS}
+"""Errors of a write (a full disk, a quota, a failing or read-only disk) that a rerun gets past once the disk is mended."""
+
+
+def _could_not_write(path, error: OSError) -> OSError:
+    """``error`` (a full disk, an I/O error) restated to name ``path``, not the temporary file it happened in."""
+    message = f"could not write {path}: {error.strerror or error}"
+    return OSError(error.errno, message) if error.errno else OSError(message)
+
+
 def write_file(path, write: Callable[[Path], None]) -> Path:
     """Call ``write(tmp)`` on a temporary sibling of ``path``, fsync it and rename it to ``path``."""
     path = absolute(path)
@@ -69,9 +83,29 @@ def write_file(path, write: Callable[[Path], None]) -> Path:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as error:
+        raise _could_not_write(path, error) from error
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+def append_text(path, text: str) -> int:
+    """Append ``text`` to ``path`` (created if missing): all of it, or none — a failed write is cut back. Returns the new length."""
+    data = memoryview(text.encode())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        length = os.lseek(fd, 0, os.SEEK_END)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+        except OSError as error:
+            os.ftruncate(fd, length)
+            raise _could_not_write(path, error) from error
+        return length + len(data)
+    finally:
+        os.close(fd)
 
 
 def write_json(path, value) -> Path:
@@ -81,7 +115,11 @@ def write_json(path, value) -> Path:
 
 
 def read_json(path):
-    return json.loads(Path(path).read_text())
+    """The JSON value in ``path``; CorruptFileError, naming it, if it is not valid JSON (``ppo_jax.storage.corrupt``)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise corrupt(path, error) from None
 
 
 def check_out_dir(
@@ -139,7 +177,7 @@ def write_directory(
     Whatever was at ``path`` (the caller checked it may go, ``check_out_dir``) is
     moved aside first and, once the new directory is in place, deleted — or
     returned to the caller with ``keep_old`` (who deletes it later). If
-    ``write`` fails, the temporary directory is removed and ``path`` untouched;
+    ``write`` fails, the temporary directory is removed and ``path`` untouched (an OSError names ``path``);
     if the final rename fails, the old directory is put back and the error names
     the complete temporary one.
 
@@ -155,6 +193,9 @@ def write_directory(
     tmp.mkdir()
     try:
         write(tmp)
+    except OSError as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise _could_not_write(path, error) from error
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

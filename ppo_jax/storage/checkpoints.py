@@ -11,13 +11,18 @@ is added as ``meta["update"]``). Each checkpoint is one Orbax step, written to a
 temporary directory and renamed when complete, so a kill leaves the previous
 ones intact; the newest ``keep`` are kept. PRNG keys are stored as their key data.
 
-A checkpoint that cannot be read (a corrupted file) is deleted with a warning
-naming it, and the one before it is used (the run writes it again).
+A checkpoint that cannot be read (a corrupted file) is moved into the run's
+``corrupt/`` directory (``ppo_jax.storage.corrupt``) with a warning naming it, and
+the one before it is used (the run writes it again); with none left, restoring
+raises NoCheckpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
 import warnings
 from pathlib import Path
 
@@ -25,8 +30,13 @@ import jax
 import numpy as np
 
 from ppo_jax.errors import ConfigError
+from ppo_jax.storage.corrupt import CORRUPT_DIR, set_aside
 
 CHECKPOINT_DIR = "checkpoints"
+
+
+class NoCheckpoint(ConfigError):
+    """No readable checkpoint to resume from: the run must start over."""
 
 
 def _is_key(x) -> bool:
@@ -58,13 +68,18 @@ def from_arrays(arrays: dict, like):
 
 
 class Checkpoints:
-    """The checkpoints of one run directory (an Orbax ``CheckpointManager`` over ``directory``)."""
+    """The checkpoints of one run directory (an Orbax ``CheckpointManager`` over ``directory``).
 
-    def __init__(self, directory, keep: int = 2):
+    ``root``: the run (or sweep) directory whose ``corrupt/`` receives unreadable ones (default: ``directory``'s parent).
+    """
+
+    def __init__(self, directory, keep: int = 2, root=None):
         import orbax.checkpoint as ocp
 
         logging.getLogger("absl").setLevel(logging.WARNING)  # Orbax logs every save at INFO
+        logging.getLogger("absl").addFilter(_not_raised_again)
         self.directory = Path(directory).absolute()
+        self.root = self.directory.parent if root is None else Path(root).absolute()
         self._ocp = ocp
         # Asynchronous: ``save`` returns once the arrays are copied to the host and Orbax writes them while
         # training goes on (a kill mid-write leaves an unfinished temporary directory, which Orbax ignores).
@@ -73,7 +88,7 @@ class Checkpoints:
 
     def updates(self) -> list[int]:
         """Update counts of the stored (complete) checkpoints, oldest first."""
-        self._manager.wait_until_finished()
+        self.wait()
         self._manager.reload()
         return sorted(self._manager.all_steps())
 
@@ -83,17 +98,19 @@ class Checkpoints:
         args = ocp.args.Composite(
             state=ocp.args.StandardSave(to_arrays(carry)), meta=ocp.args.JsonSave({**meta, "update": int(update)})
         )
-        self._manager.save(int(update), args=args, force=True)
+        with self._writes():  # the previous save's failure, if any, surfaces here
+            self._manager.save(int(update), args=args, force=True)
         return self.directory / str(update)
 
     def wait(self) -> None:
         """Block until the checkpoints being written are complete (before exiting on a signal)."""
-        self._manager.wait_until_finished()
+        with self._writes():
+            self._manager.wait_until_finished()
 
     def restore(self, like) -> tuple[object, dict]:
-        """The newest readable checkpoint: ``(carry, meta)``; unreadable newer ones are skipped with a warning.
+        """The newest readable checkpoint: ``(carry, meta)``; unreadable newer ones are moved aside with a warning.
 
-        Raises ConfigError when there is no readable checkpoint.
+        Raises NoCheckpoint when there is no readable checkpoint.
         """
         ocp = self._ocp
         for update in reversed(self.updates()):
@@ -107,18 +124,50 @@ class Checkpoints:
                 )
                 return from_arrays(restored.state, like), dict(restored.meta)
             except Exception as error:  # noqa: BLE001 - any unreadable checkpoint falls back to the previous one
+                moved = set_aside(path, self.root)  # the run writes this update again
+                self._manager.reload()
                 warnings.warn(
-                    f"checkpoint {path} cannot be read ({type(error).__name__}: {str(error)[:200]}); "
-                    "deleted it, using the one before it",
+                    f"checkpoint {path} cannot be read ({type(error).__name__}: {' '.join(str(error).split())[:200]}); "
+                    f"moved it to {moved}, using the one before it",
                     stacklevel=2,
                 )
-                self._manager.delete(update)  # the run writes this update again
-        raise ConfigError(f"no readable checkpoint in {self.directory}; start the run again (without --resume).")
+        corrupt_dir = self.root / CORRUPT_DIR
+        unreadable = f" (unreadable ones are in {corrupt_dir})" if corrupt_dir.is_dir() else ""
+        raise NoCheckpoint(
+            f"no readable checkpoint in {self.directory}{unreadable}, so the run cannot be resumed; "
+            "start it over with --force (or another --out)."
+        )
 
     def close(self) -> None:
         """Wait for the checkpoints being written, then release the manager."""
-        self._manager.wait_until_finished()
+        self.wait()
         self._manager.close()
+
+    @contextlib.contextmanager
+    def _writes(self):
+        """A write Orbax failed (in its own threads: raised where it is waited for) as an OSError with its errno."""
+        try:
+            yield
+        except Exception as error:
+            code = error.errno if isinstance(error, OSError) else _os_error(str(error))
+            if not code:
+                raise
+            raise OSError(
+                code,
+                f"could not write a checkpoint in {self.directory}: {os.strerror(code)}; the ones before it are "
+                "intact: free some space (or mend the disk), then continue with --resume",
+            ) from error
+
+
+def _not_raised_again(record: logging.LogRecord) -> bool:
+    """Drop Orbax's own report (with traceback) of a write its threads failed: ``Checkpoints`` raises that error."""
+    return record.levelno < logging.ERROR or f"{os.sep}orbax{os.sep}" not in record.pathname
+
+
+def _os_error(message: str) -> int | None:
+    """The errno in a tensorstore error (``... [os_error_code='28']``), if any."""
+    match = re.search(r"os_error_code='?(\d+)", message)
+    return int(match[1]) if match else None
 
 
 def _template(like) -> dict[str, np.ndarray]:

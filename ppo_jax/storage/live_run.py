@@ -13,7 +13,9 @@ While it runs, DIR holds (the finished layout: ``ppo_jax.storage.run_dir``)::
 and when it completes, params.msgpack and evaluation.csv are added. A checkpoint
 records how many bytes of metrics.csv it covers; a resumed run cuts the file
 back to that length, so rows written after it (or half a row, after a kill) are
-dropped and written again by the resumed run.
+dropped and written again by the resumed run. Rows go in whole or not at all
+(``atomic.append_text``): a full disk leaves the file as it was. One process
+writes the directory at a time (``ppo_jax.storage.locks``, taken by ``run_task``).
 
 A new run with ``--force`` over an existing run directory runs in
 ``DIR.incomplete`` beside it and replaces DIR only once it is complete, so the
@@ -27,8 +29,9 @@ import shutil
 from pathlib import Path
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.storage.atomic import absolute, read_json, write_directory, write_json
+from ppo_jax.storage.atomic import absolute, append_text, read_json, write_directory, write_json
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
+from ppo_jax.storage.corrupt import corrupt
 from ppo_jax.storage.run_dir import CONFIG_FILE, METADATA_FILE, METRICS_FILE, is_output_dir
 
 STAGING_SUFFIX = ".incomplete"
@@ -39,13 +42,10 @@ def staging_dir(out: Path) -> Path:
 
 
 def is_unfinished(path: Path) -> bool:
-    """A run directory whose run has not completed (its metadata says running or interrupted)."""
+    """A run directory whose run has not completed (its metadata says running or interrupted); CorruptFileError if unreadable."""
     if not (path / CONFIG_FILE).is_file() or not (path / METADATA_FILE).is_file():
         return False
-    try:
-        return read_json(path / METADATA_FILE).get("status") in ("running", "interrupted")
-    except ValueError:
-        return False
+    return read_json(path / METADATA_FILE).get("status") in ("running", "interrupted")
 
 
 def find_unfinished(out) -> Path:
@@ -111,9 +111,7 @@ class LiveRun:
         """Append rows to metrics.csv (the header first, if new); returns the file's length in bytes (``sync_metrics`` makes it durable)."""
         path = self.metrics_path
         new = not path.exists() or path.stat().st_size == 0
-        with open(path, "a", newline="") as f:
-            frame.to_csv(f, index=False, header=new)
-            return f.tell()
+        return append_text(path, frame.to_csv(index=False, header=new, lineterminator="\n"))
 
     def sync_metrics(self) -> None:
         """fsync metrics.csv: before a checkpoint that covers its rows."""
@@ -122,17 +120,18 @@ class LiveRun:
                 os.fsync(f.fileno())
 
     def cut_metrics(self, length: int) -> None:
-        """Cut metrics.csv back to ``length`` bytes (what a checkpoint covers)."""
+        """Cut metrics.csv back to ``length`` bytes (what a checkpoint covers), checking that a header and whole rows remain."""
         path = self.metrics_path
         if length == 0:
             path.unlink(missing_ok=True)
             return
         if not path.exists() or path.stat().st_size < length:
-            raise ConfigError(
-                f"{path} is shorter than its checkpoint says ({length} bytes); the run directory was "
-                "changed by hand. Start the run again without --resume."
-            )
+            raise corrupt(path, ValueError(f"shorter than the {length} bytes its checkpoint covers"))
         with open(path, "r+b") as f:
+            header = f.readline()
+            f.seek(length - 1)
+            if not header.startswith(b"seed,update,env_steps,") or f.read(1) != b"\n":
+                raise corrupt(path, ValueError("no header, or the rows its checkpoint covers do not end a line"))
             f.truncate(length)
 
     def complete(self, write_final) -> Path:

@@ -16,7 +16,7 @@ Layout::
                       (PPO: {"params", "obs_stats"}; RLHF: {"actor", "critic", "reference", "reward_model"})
 
 Read it back with ``load_config``, ``pd.read_csv(DIR / "metrics.csv")`` and
-``load_params``. PPO seed ``i``'s parameters are
+``load_params``; ``check_run_dir`` reads every file back first, naming a corrupt one. PPO seed ``i``'s parameters are
 ``jax.tree.map(lambda x: x[i], p["params"])``, usable directly as
 ``ppo_jax.rl.networks.make_network(cfg).apply(params_i, obs)``.
 
@@ -28,14 +28,15 @@ once the new one is complete.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ppo_jax.errors import ConfigError
-from ppo_jax.storage.atomic import check_out_dir, read_json
+from ppo_jax.storage.atomic import check_out_dir, read_json, write_file
+from ppo_jax.storage.corrupt import corrupt, read_csv
 
 CONFIG_FILE = "config.json"
 METADATA_FILE = "metadata.json"
@@ -141,8 +142,10 @@ def write_results(path: Path, *, task, seeds, output, shared=None, evaluation=No
 
     params = {**plain_tree(task.params_tree(output, shared)), "seeds": np.asarray(seeds, dtype=np.int64)}
     if evaluation is not None:
-        evaluation_frame(seeds, evaluation).to_csv(path / EVALUATION_FILE, index=False)
-    (path / PARAMS_FILE).write_bytes(serialization.msgpack_serialize(params))
+        frame = evaluation_frame(seeds, evaluation)
+        write_file(path / EVALUATION_FILE, lambda tmp: frame.to_csv(tmp, index=False))
+    data = serialization.msgpack_serialize(params)
+    write_file(path / PARAMS_FILE, lambda tmp: tmp.write_bytes(data))
 
 
 def read_final_window(path, task, seeds, num_updates: int) -> dict[str, np.ndarray]:
@@ -159,12 +162,41 @@ def read_final_window(path, task, seeds, num_updates: int) -> dict[str, np.ndarr
     names = list(task.reported)
     out = {name: np.full((len(seeds), window), np.nan) for name in names}
     row = {int(s): i for i, s in enumerate(seeds)}
-    for chunk in pd.read_csv(path, usecols=["seed", "update", *names], chunksize=1_000_000):
-        chunk = chunk[chunk["update"] >= first]
-        rows, cols = chunk["seed"].map(row).to_numpy(), chunk["update"].to_numpy() - first
-        for name in names:
-            out[name][rows, cols] = chunk[name].to_numpy()
+    try:
+        for chunk in pd.read_csv(path, usecols=["seed", "update", *names], chunksize=1_000_000):
+            chunk = chunk[chunk["update"] >= first]
+            rows, cols = chunk["seed"].map(row).to_numpy(), chunk["update"].to_numpy() - first
+            for name in names:
+                out[name][rows, cols] = chunk[name].to_numpy()
+    except (ValueError, IndexError) as error:  # unparsable, or rows of no seed / update of this run
+        raise corrupt(path, error) from None
     return out
+
+
+def read_divergences(path, seeds) -> dict[int, tuple[int, float]]:
+    """``{seed: (update, loss there)}``: each diverged seed's first update with ``non_finite`` > 0, from metrics.csv.
+
+    A metrics.csv written before that column existed: the first update with a non-finite
+    loss (``ppo_jax.final_values.divergence_flags``). Read in chunks, keeping only flagged rows.
+    """
+    import pandas as pd
+
+    from ppo_jax.final_values import NON_FINITE, divergence_flags
+
+    header = list(pd.read_csv(path, nrows=0).columns)
+    columns = ["seed", "update", *(c for c in (NON_FINITE, "loss") if c in header)]
+    found: dict[int, tuple[int, float]] = {}
+    if len(columns) == 2:
+        return found
+    wanted = {int(s) for s in seeds}
+    for chunk in pd.read_csv(path, usecols=columns, chunksize=1_000_000):
+        flagged = chunk[divergence_flags(chunk) > 0]
+        for seed, update, loss in zip(
+            flagged["seed"], flagged["update"], flagged.get("loss", np.nan * flagged["update"]), strict=True
+        ):
+            if int(seed) in wanted and (int(seed) not in found or update < found[int(seed)][0]):
+                found[int(seed)] = (int(update), float(loss))
+    return found
 
 
 def load_params(path) -> dict[str, Any]:
@@ -175,6 +207,41 @@ def load_params(path) -> dict[str, Any]:
     if path.is_dir():
         path = path / PARAMS_FILE
     try:
-        return serialization.msgpack_restore(path.read_bytes())
+        params = serialization.msgpack_restore(path.read_bytes())
     except (ValueError, TypeError) as error:
-        raise ConfigError(f"{path}: not a ppo-jax params file ({error}).") from None
+        raise corrupt(path, error, "it is not a ppo-jax params file, or was damaged: train the run again") from None
+    if not isinstance(params, dict):
+        raise corrupt(path, TypeError(f"a {type(params).__name__}, not a tree of arrays"), "train the run again")
+    return params
+
+
+def check_run_dir(path) -> None:
+    """Read back every file of a run directory (CorruptFileError naming the first that cannot be): for a report.
+
+    config.json and metadata.json as JSON; metrics.csv, every row, and for a finished run one per seed and
+    update, the last one whole; evaluation.csv with its columns; params.msgpack. Nothing in a finished run
+    can be recomputed but by training it again.
+    """
+    import pandas as pd
+
+    path = Path(path)
+    task, cfg, seeds = load_config(path)
+    finished = read_json(path / METADATA_FILE).get("status") not in ("running", "interrupted")
+    metrics, rows = path / METRICS_FILE, 0
+    try:
+        for chunk in pd.read_csv(metrics, chunksize=1_000_000):
+            if not {"seed", "update", "env_steps"} <= set(chunk.columns):
+                raise ValueError(f"columns {list(chunk.columns)[:5]}, not seed, update, env_steps, ...")
+            rows += len(chunk)
+        with open(metrics, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            whole = f.read(1) == b"\n"
+        expected = len(seeds) * task.num_updates(cfg)
+        if finished and (not whole or rows != expected):
+            raise ValueError(f"{rows} rows, not {expected} (seeds x updates)" + ("" if whole else ", the last cut"))
+    except ValueError as error:
+        raise corrupt(metrics, error, "it cannot be recomputed: train the run again") from None
+    if (path / EVALUATION_FILE).exists():
+        read_csv(path / EVALUATION_FILE, ("seed", "policy", "episode", "return", "length"), "train the run again")
+    if (path / PARAMS_FILE).exists():
+        load_params(path)

@@ -12,7 +12,9 @@ Modules, in the order a sweep uses them:
     plan.py         groups (one program each), chunks, parts; pure Python
     program.py      the compiled, sharded vmap(task.train) of a group
     table.py        the tidy table and the summary
-    sweep_dir.py    the sweep directory: written chunk by chunk, resumable, shared by parts
+    sweep_dir.py    the sweep directory: written chunk by chunk, resumable, shared by parts, checked when read
+    claims.py       chunks claimed by parts (--part), so that none runs twice
+    execute.py      running the chunks of a plan, then merging the table
     runner.py       run, plan_sweep, dry_run
 """
 

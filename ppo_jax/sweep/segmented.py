@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import math
+import warnings
 from pathlib import Path
 
 import jax
@@ -23,7 +24,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ppo_jax.scan_updates import scan_updates
-from ppo_jax.storage.checkpoints import Checkpoints
+from ppo_jax.storage.checkpoints import Checkpoints, NoCheckpoint
 from ppo_jax.sweep.program import Shared, log_updates, stack_pairs, window_metrics
 from ppo_jax.task_contract import Task
 from ppo_jax.vmap_runs import vmap_runs
@@ -51,6 +52,7 @@ def _pair_advance(cfg, state, first, shared, *, task: Task, how: Shared, length:
         length,
         num_updates=num_updates,
         masked=num_updates % length != 0,
+        checked=task.checked_state,
     )
     metrics = window_metrics({name: metrics[name] for name in task.metric_names}, log_every, task.summed_metrics)
     return ((carry, own) if how.mode == "per_setting" else carry), metrics
@@ -86,7 +88,7 @@ def _programs(task: Task, mesh: Mesh, how: Shared, length: int, log_every: int):
 
 
 def programs_cache_clear() -> None:
-    """Forget the jitted functions of every group (``ppo_jax.sweep.runner.release_programs``)."""
+    """Forget the jitted functions of every group (``ppo_jax.sweep.execute.release_programs``)."""
     _programs.cache_clear()
 
 
@@ -102,11 +104,13 @@ def run_chunk_in_segments(
     log_every: int,
     interval: int,
     directory: Path,
+    root: Path | None = None,
     keep: int = 2,
 ) -> dict[str, np.ndarray]:
     """Run one chunk as segments, checkpointing after each (``interval`` updates) into ``directory``, resumed from it if there.
 
-    The caller removes ``directory`` once the chunk's table is written.
+    The caller removes ``directory`` once the chunk's table is written. Unreadable checkpoints go to
+    ``root/corrupt/`` (the sweep directory's; ``Checkpoints``); with none readable the chunk starts over.
 
     Returns what ``ppo_jax.sweep.program.run_program`` returns: ``metrics[name]`` ``float32[len(cfgs), num_logs]``,
     and ``[len(cfgs)]`` for ``task.eval_names``.
@@ -122,12 +126,15 @@ def run_chunk_in_segments(
     num_logs = len(log_updates(num_updates, log_every))
     table = {name: np.full((size, num_logs), np.nan, np.float32) for name in task.metric_names}
     state = init(stacked, keys, shared)
-    checkpoints = Checkpoints(directory, keep)
+    checkpoints = Checkpoints(directory, keep, root)
     try:  # a stop (KeyboardInterrupt, SIGTERM) still completes the checkpoint being written
         first = 0
         if checkpoints.updates():
-            (state, table), meta = checkpoints.restore(like=(state, table))
-            table, first = {name: np.array(values) for name, values in table.items()}, int(meta["update"])
+            try:
+                (state, table), meta = checkpoints.restore(like=(state, table))
+                table, first = {name: np.array(values) for name, values in table.items()}, int(meta["update"])
+            except NoCheckpoint:
+                warnings.warn(f"no readable checkpoint in {directory}: running the chunk from its start", stacklevel=2)
         for start in range(first, num_updates, length):
             state, metrics = advance(stacked, state, np.int32(start), shared)
             metrics = jax.device_get(metrics)

@@ -39,7 +39,10 @@ one program per value.
 A sweep never runs two settings that are the same run under different labels:
 a grid whose settings differ only in fields the other fields switch off (say
 ``kl_beta`` with ``objective: clip``; see each config's ``inert_fields``) is
-refused, naming the field and why.
+refused, naming the field and why; so is a grid axis that lists a value twice
+(or two values that are one float32: 0.1 and 0.10000000001), a zip row given
+twice, or a random block that draws the same setting twice, where it is written.
+A sweep has at most ``MAX_RUNS`` runs (envs x settings x seeds).
 
 What settings share (``Task.shared_fields``: RLHF's pretrained SFT and reward
 models) is computed once per program from ``pretrain: {seed: 0}``, so the
@@ -62,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from ppo_jax.config_fields import MAX_SEED
+from ppo_jax.config_fields import MAX_RUNS, MAX_SEED, brief_int
 from ppo_jax.errors import ConfigError, SpecError, close_matches
 from ppo_jax.sweep.spec_axes import (
     ENV_NOT_AXIS,
@@ -74,10 +77,10 @@ from ppo_jax.sweep.spec_axes import (
     mapping,
     validated,
 )
-from ppo_jax.sweep.spec_values import column_value, short_float
-from ppo_jax.sweep.spec_yaml import Locator, parse_yaml
+from ppo_jax.sweep.spec_values import column_value, short_float, shown
+from ppo_jax.sweep.spec_yaml import Locator, key_text, parse_yaml
 from ppo_jax.task_contract import Task
-from ppo_jax.task_registry import DEFAULT_TASK, get_task
+from ppo_jax.task_registry import DEFAULT_TASK, TASKS, get_task
 
 TOP_KEYS = (
     "name",
@@ -134,14 +137,17 @@ class SweepSpec:
 def _seeds(raw, ctx: SpecContext) -> tuple[int, ...]:
     if isinstance(raw, int) and not isinstance(raw, bool):
         if raw < 1:
-            raise ctx.error(("seeds",), f"seeds must be a positive count or a list of seeds, got {raw}.")
+            raise ctx.error(("seeds",), f"seeds must be a positive count or a list of seeds, got {brief_int(raw)}.")
+        if raw > MAX_RUNS:  # before listing them
+            raise ctx.error(("seeds",), f"seeds: {brief_int(raw)} is more seeds than a sweep runs ({MAX_RUNS:,} runs "
+                                        "at most); give fewer.")  # fmt: skip
         seeds = list(range(raw))
     elif isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) for s in raw):
         seeds = raw
     else:
-        raise ctx.error(("seeds",), f"seeds must be a count (8) or a non-empty list of integers, got {raw!r}.")
+        raise ctx.error(("seeds",), f"seeds must be a count (8) or a non-empty list of integers, got {shown(raw)}.")
     if len(set(seeds)) != len(seeds) or min(seeds) < 0 or max(seeds) > MAX_SEED:
-        raise ctx.error(("seeds",), f"seeds must be distinct integers in [0, {MAX_SEED}], got {seeds}.")
+        raise ctx.error(("seeds",), f"seeds must be distinct integers in [0, {MAX_SEED}], got {shown(seeds)}.")
     return tuple(seeds)
 
 
@@ -159,7 +165,7 @@ def _envs(raw, base, ctx: SpecContext, taken: dict, env_base=None) -> tuple[str,
     if field in taken:
         raise ctx.error(("envs",), f"{field} is already swept in {taken[field]}; list environments under envs: only.")
     if not isinstance(raw, list) or not raw or not all(isinstance(e, str) for e in raw) or len(set(raw)) != len(raw):
-        raise ctx.error(("envs",), f"envs must be a non-empty list of distinct environment ids, got {raw!r}.")
+        raise ctx.error(("envs",), f"envs must be a non-empty list of distinct environment ids, got {shown(raw)}.")
     for i, env in enumerate(raw):
         if env not in (env_base or {}):  # those are validated with their env_base fields, setting by setting
             validated(ctx, ("envs", i), **{field: env})
@@ -187,7 +193,7 @@ def _env_base(raw, envs: tuple[str, ...], base, ctx: SpecContext, taken: dict) -
         try:
             ctx.task.validate(base.replace(**{ctx.task.env_field: env}, **values))
         except ConfigError as error:
-            raise ctx.error(("env_base", env), f"{env}: {error}") from None
+            raise ctx.error(("env_base", env), f"{key_text(env)}: {error}") from None
         out[env] = values
     return out
 
@@ -208,6 +214,8 @@ def _base(raw, ctx: SpecContext):
 def _task(raw, ctx: Locator) -> Task:
     if raw is None:
         return get_task(DEFAULT_TASK)
+    if not isinstance(raw, str):
+        raise ctx.error(("task",), f"task must be the name of a task ({', '.join(TASKS)}), got {shown(raw)}.")
     try:
         return get_task(raw)
     except ConfigError as error:
@@ -228,9 +236,9 @@ def _pretrain(raw, ctx: SpecContext) -> tuple[int, bool]:
             )
     seed, per_setting = raw.get("seed", 0), raw.get("per_setting", False)
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ctx.error(("pretrain", "seed"), f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}.")
+        raise ctx.error(("pretrain", "seed"), f"seed must be an integer in [0, {MAX_SEED}], got {shown(seed)}.")
     if not isinstance(per_setting, bool):
-        raise ctx.error(("pretrain", "per_setting"), f"per_setting must be true or false, got {per_setting!r}.")
+        raise ctx.error(("pretrain", "per_setting"), f"per_setting must be true or false, got {shown(per_setting)}.")
     return seed, per_setting
 
 
@@ -238,8 +246,14 @@ def _describe(values: dict) -> str:
     return ", ".join(f"{k}={column_value(v)}" for k, v in values.items()) or "base"
 
 
-def _check_distinct(settings: list[Setting], task: Task, ctx: SpecContext, path: tuple) -> None:
-    """SpecError if two settings of one env would be the same run: equal in every field their switches use."""
+def _check_distinct(
+    settings: list[Setting], task: Task, ctx: SpecContext, path: tuple, where: dict | None = None
+) -> None:
+    """SpecError if two settings of one env would be the same run: equal in every field their switches use.
+
+    The message names each swept field that differs between the two and why it changes nothing (or, should
+    the two be identical, says so); it points at the first such field's axis (``where``: field -> key path).
+    """
     seen: dict[tuple, Setting] = {}
     for setting in settings:
         inert = setting.cfg.inert_fields()
@@ -249,9 +263,13 @@ def _check_distinct(settings: list[Setting], task: Task, ctx: SpecContext, path:
         if first is setting:
             continue
         differ = [k for k in setting.values if setting.values[k] != first.values.get(k)]
-        reasons = "; ".join(f"{k} is ignored because {inert[k]}" for k in differ if k in inert)
+        reasons = "; ".join(
+            f"{k} is ignored because {inert[k]}" if k in inert
+            else f"{k} ({column_value(first.values[k])} and {column_value(setting.values[k])}) ends up the same in both configs"
+            for k in differ
+        ) or "their swept values are identical (an axis value repeated, or two that are the same float32)"  # fmt: skip
         raise ctx.error(
-            path,
+            (where or {}).get(differ[0], path) if differ else path,
             f"settings {first.setting_id} ({_describe(first.values)}) and {setting.setting_id} "
             f"({_describe(setting.values)}) on {setting.env} would train the same run under two labels: {reasons}. "
             "Drop the axis values that change nothing, or turn on the switch that uses them.",
@@ -261,6 +279,10 @@ def _check_distinct(settings: list[Setting], task: Task, ctx: SpecContext, path:
 def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text: str | None = None) -> SweepSpec:
     """Validate and expand a spec given as a dict (see the module docstring); SpecError on any problem."""
     locator = Locator(filename, lines or {})
+    if raw is None:
+        raise locator.error(
+            (), f"the spec is empty; give a mapping with keys among {TOP_KEYS} (see experiments/*.yaml)."
+        )
     if not isinstance(raw, dict):
         raise locator.error((), f"a spec is a mapping with keys among {TOP_KEYS}, got {type(raw).__name__}.")
     task = _task(raw.get("task"), locator)
@@ -284,9 +306,15 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     seeds = _seeds(raw.get("seeds", 1), ctx)
     log_every = raw.get("log_every", 1)
     if isinstance(log_every, bool) or not isinstance(log_every, int) or log_every < 1:
-        raise ctx.error(("log_every",), f"log_every must be a positive integer, got {log_every!r}.")
+        raise ctx.error(("log_every",), f"log_every must be a positive integer, got {shown(log_every)}.")
+    if isinstance(raw.get("name"), (dict, list)):
+        raise ctx.error(("name",), f"name is a label: give a string, got {shown(raw['name'])}.")
     name = str(raw.get("name") or (Path(filename).stem if text is not None else "sweep"))
 
+    runs = len(envs) * len(grid_rows) * len(zip_rows) * len(random_rows) * len(seeds)
+    if runs > MAX_RUNS:
+        raise ctx.error((), f"this sweep has {runs:,} runs ({len(envs)} env(s) x {runs // len(envs) // len(seeds):,} "
+                            f"setting(s) x {len(seeds)} seed(s)), more than {MAX_RUNS:,}: split it into several specs.")  # fmt: skip
     combos = [{**g, **z, **r} for g in grid_rows for z in zip_rows for r in random_rows]
     path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
     settings = []
@@ -298,7 +326,13 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
             except ConfigError as error:
                 raise ctx.error(path, f"setting {setting_id} ({_describe(values)}) on {env}: {error}") from None
             settings.append(Setting(setting_id, env, values, cfg))
-    _check_distinct(settings, task, ctx, path)
+    where = {**{k: ("grid", k) for k in grid}, **{k: ("zip", k) for k in zipped},
+             **{k: ("random", "axes", k) for k in random.get("axes", {})}}  # fmt: skip
+    _check_distinct(settings, task, ctx, path, where)
+    most = max(task.num_updates(s.cfg) for s in settings)
+    if log_every > most:
+        raise ctx.error(("log_every",), f"log_every={brief_int(log_every)} is more than the updates of any run "
+                                        f"({most}); give at most {most} (one table row per run).")  # fmt: skip
 
     axes = tuple(k for k in (*grid, *zipped, *random.get("axes", {})) if k != task.env_field)
     canonical = {  # name and description are labels: renaming a spec does not change the sweep
@@ -340,9 +374,13 @@ def load_spec(source) -> SweepSpec:
         return from_dict(source)
     path = Path(source)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecError(f"cannot read spec {path}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
+        raise SpecError(f"{path}, line {line}: not UTF-8 text (byte {error.object[error.start]:#04x}); "
+                        "save the spec as UTF-8.") from None  # fmt: skip
     data, lines = parse_yaml(text, str(path))
     return from_dict(data, filename=str(path), lines=lines, text=text)
 
@@ -352,7 +390,9 @@ def only_envs(spec: SweepSpec, envs) -> SweepSpec:
     envs = [str(e) for e in envs]
     unknown = [e for e in envs if e not in spec.envs]
     if unknown or not envs:
-        raise SpecError(f"--envs {','.join(unknown) or '(none)'}: choose from the spec's envs: {', '.join(spec.envs)}.")
+        raise SpecError(
+            f"--envs {','.join(map(key_text, unknown)) or '(none)'}: choose from the spec's envs: {', '.join(spec.envs)}."
+        )
     raw = {k: v for k, v in spec.canonical.items() if v or k in ("seeds", "envs")}
     raw.update(name=spec.name, envs=[e for e in spec.envs if e in envs])
     if "env_base" in raw:

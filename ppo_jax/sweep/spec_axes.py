@@ -13,9 +13,9 @@ import zlib
 
 import numpy as np
 
-from ppo_jax.config_fields import field_names
+from ppo_jax.config_fields import MAX_RUNS, field_names
 from ppo_jax.errors import ConfigError, close_matches
-from ppo_jax.sweep.spec_values import as_number, coerce, field_kind, short_float
+from ppo_jax.sweep.spec_values import as_number, coerce, column_value, field_kind, short_float, shown
 from ppo_jax.sweep.spec_yaml import Locator
 from ppo_jax.task_contract import Task
 
@@ -72,7 +72,7 @@ def values_list(raw, ctx: SpecContext, path: tuple, name: str | None = None) -> 
     name = name or path[-1]
     if not isinstance(raw, list):
         raise ctx.error(
-            path, f"an axis is a list of values, got {raw!r}; to fix {name} for every setting, put it under base."
+            path, f"an axis is a list of values, got {shown(raw)}; to fix {name} for every setting, put it under base."
         )
     if not raw:
         raise ctx.error(path, f"axis {name} is empty; give at least one value.")
@@ -94,7 +94,7 @@ def mapping(raw, ctx: SpecContext, path: tuple) -> dict:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
-        raise ctx.error(path, f"expected a mapping of field: values, got {raw!r}.")
+        raise ctx.error(path, f"expected a mapping of field: values, got {shown(raw)}.")
     return raw
 
 
@@ -106,12 +106,54 @@ def _list_axes(raw, ctx: SpecContext, taken: dict, block: str) -> dict[str, list
     for name, values in mapping(raw, ctx, (block,)).items():
         check_axis_name(name, ctx, (block, name), taken)
         axes[name] = values_list(values, ctx, (block, name))
+        if block == "grid":
+            _check_no_repeats(name, values, axes[name], ctx)
     return axes
+
+
+def _check_no_repeats(name: str, raw: list, values: list, ctx: SpecContext) -> None:
+    """SpecError if a grid axis holds one value twice (as the config holds it: 0.1 and 0.10000000001 are one float32)."""
+    first: dict = {}
+    for j, value in enumerate(values):
+        i = first.setdefault(value, j)
+        if i != j:
+            if shown(raw[i]) == shown(raw[j]):
+                repeat = f"lists {shown(raw[j])} twice ([{i}] and [{j}])"
+            else:  # written differently, held the same: 0.1 and 0.10000000001 (one float32), 64 and [64]
+                held = " as float32" if ctx.kind(name) == "float" else f" as {name} holds them"
+                repeat = f"repeats a value: [{i}] {shown(raw[i])} and [{j}] {shown(raw[j])} are both {column_value(value)}{held}"
+            raise ctx.error(
+                ("grid", name, j),
+                f"grid axis {name} {repeat}, so two settings would be the same run under two labels. Drop one.",
+            )
+
+
+def _check_distinct_rows(rows: list[dict], ctx: SpecContext, path, what: str, hint: str) -> None:
+    """SpecError if two rows of a zip or random block hold the same values (two labels for one run).
+
+    ``path``: where the error points, a key path or a function of the repeated row's index.
+    """
+    first: dict = {}
+    for j, row in enumerate(rows):
+        i = first.setdefault(tuple(row.items()), j)
+        if i != j:
+            values = ", ".join(f"{k}={column_value(v)}" for k, v in row.items())
+            raise ctx.error(
+                path(j) if callable(path) else path,
+                f"{what} {i} and {j} are the same ({values}), so two settings would be the same run under two labels. {hint}",
+            )
+
+
+def _check_size(count: int, ctx: SpecContext, path: tuple, what: str) -> None:
+    if count > MAX_RUNS:
+        raise ctx.error(path, f"{what} {count:,} settings, more than a sweep runs ({MAX_RUNS:,} runs at most); "
+                              "split the sweep into several specs or use fewer values.")  # fmt: skip
 
 
 def expand_grid(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
     """(normal form, rows): the Cartesian product of the axes, the last varying fastest."""
     axes = _list_axes(raw, ctx, taken, "grid")
+    _check_size(math.prod(len(v) for v in axes.values()), ctx, ("grid",), "the grid's axes make")
     rows = [dict(zip(axes, combo, strict=True)) for combo in itertools.product(*axes.values())]
     return axes, rows
 
@@ -123,6 +165,8 @@ def expand_zip(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
     if len(set(lengths.values())) > 1:
         raise ctx.error(("zip",), f"zip axes must have equal lengths, got {lengths}.")
     rows = [dict(zip(axes, combo, strict=True)) for combo in zip(*axes.values(), strict=True)] if axes else [{}]
+    _check_distinct_rows(rows, ctx, lambda j: ("zip", next(iter(axes)), j), "zip rows",
+                         "Drop one of them (its value on every zip axis).")  # fmt: skip
     return axes, rows
 
 
@@ -139,12 +183,16 @@ def _distribution(name: str, raw, ctx: SpecContext, path: tuple) -> tuple[str, l
         raise ctx.error(path, f"{dist} needs a {wanted} field; {name} is {kind}: use choice: [...].")
     bounds = [as_number(a) for a in args] if isinstance(args, list) and len(args) == 2 else [None]
     if None in bounds or not bounds[0] < bounds[1] or not all(map(math.isfinite, bounds)):
-        raise ctx.error(path + (dist,), f"{dist} takes [low, high] with finite low < high, got {args!r}.")
+        raise ctx.error(path + (dist,), f"{dist} takes [low, high] with finite low < high, got {shown(args)}.")
     if dist == "log_uniform" and bounds[0] <= 0:
-        raise ctx.error(path + (dist,), f"log_uniform needs low > 0, got {args!r}.")
-    for i, bound in enumerate(bounds):
-        validated(ctx, path + (dist, i), **{name: ctx.coerce(name, bound, path + (dist, i))})
-    return dist, [ctx.coerce(name, b, path + (dist, i)) for i, b in enumerate(bounds)]
+        raise ctx.error(path + (dist,), f"log_uniform needs low > 0, got {shown(args)}.")
+    held = [ctx.coerce(name, b, path + (dist, i)) for i, b in enumerate(bounds)]
+    for i, bound in enumerate(held):
+        validated(ctx, path + (dist, i), **{name: bound})
+    if not held[0] < held[1] or (dist == "log_uniform" and held[0] <= 0):
+        raise ctx.error(path + (dist,), f"{dist} bounds {shown(args)} are {held} as float32 (the values {name} holds): "
+                                        "give a range wider than float32 resolution, with low > 0 for log_uniform.")  # fmt: skip
+    return dist, held
 
 
 def sample_axis(name: str, dist: str, args: list, num_samples: int, seed: int) -> list:
@@ -174,7 +222,8 @@ def expand_random(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]
     num, seed = raw.get("num_samples"), raw.get("seed", 0)
     for key, value, low in (("num_samples", num, 1), ("seed", seed, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ctx.error(("random", key), f"{key} must be an integer >= {low}, got {value!r}.")
+            raise ctx.error(("random", key), f"{key} must be an integer >= {low}, got {shown(value)}.")
+    _check_size(num, ctx, ("random", "num_samples"), "num_samples asks for")
     axes = {}
     for name, dist in mapping(raw.get("axes"), ctx, ("random", "axes")).items():
         check_axis_name(name, ctx, ("random", "axes", name), taken)
@@ -183,5 +232,8 @@ def expand_random(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]
         raise ctx.error(("random", "axes"), "random needs at least one axis under axes:.")
     samples = {name: sample_axis(name, d, args, num, seed) for name, (d, args) in axes.items()}
     rows = [{name: samples[name][i] for name in axes} for i in range(num)]
+    _check_distinct_rows(rows, ctx, ("random",), "random samples",
+                         "Draws repeat when an axis has few values (choice, int_uniform) or a range narrower than "
+                         "float32 steps: lower num_samples, widen the axes, or list the values under grid: instead.")  # fmt: skip
     normal = {"num_samples": num, "seed": seed, "axes": {n: {d: list(a)} for n, (d, a) in axes.items()}}
     return normal, rows

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ppo_jax.config_fields import short_float, traced_fields
+from ppo_jax.config_fields import short_repr as shown  # values in messages: cut short
 from ppo_jax.sweep.spec_yaml import Locator
 
 
@@ -38,6 +39,8 @@ def as_number(value) -> float | None:
     """A number, or a string that reads as one ("1e-3", "5_000"), as float; else None (bools too)."""
     if isinstance(value, bool):
         return None
+    if isinstance(value, (int, np.integer)) and abs(int(value)) > 2**1023:  # beyond any float: +-inf, not OverflowError
+        return math.inf if value > 0 else -math.inf
     if isinstance(value, (int, float, np.integer, np.floating)):
         return float(value)
     if isinstance(value, str):
@@ -52,24 +55,28 @@ def coerce(config_class, name: str, value, where: Locator, path: tuple):
     """``value`` as field ``name`` holds it (float32-exact floats, ints, tuples), or SpecError."""
     kind = field_kind(config_class, name)
     if kind in ("float", "int"):
+        if kind == "int" and isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+            return int(value)  # exactly, however large (the config's checks bound it)
         number = as_number(value)
         if number is not None and kind == "float":
-            return short_float(number)
+            return short_float(number) + 0.0  # -0.0 -> 0.0: one run, one label
         if number is not None and math.isfinite(number) and number == int(number):
             return int(number)
-        raise where.error(path, f"{name} must be {'a number' if kind == 'float' else 'an integer'}, got {value!r}.")
+        raise where.error(
+            path, f"{name} must be {'a number' if kind == 'float' else 'an integer'}, got {shown(value)}."
+        )
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        raise where.error(path, f"{name} must be true or false, got {value!r}.")
+        raise where.error(path, f"{name} must be true or false, got {shown(value)}.")
     if kind == "sizes":
         sizes = [value] if isinstance(value, int) else value
         if isinstance(sizes, (list, tuple)) and all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
             return tuple(sizes)
-        raise where.error(path, f"{name} must be a list of layer widths like [64, 64], got {value!r}.")
+        raise where.error(path, f"{name} must be a list of layer widths like [64, 64], got {shown(value)}.")
     if isinstance(value, str):
         return value
-    raise where.error(path, f"{name} must be a string, got {value!r}.")
+    raise where.error(path, f"{name} must be a string, got {shown(value)}.")
 
 
 def column_value(value):

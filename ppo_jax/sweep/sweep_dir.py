@@ -13,6 +13,8 @@ Layout::
                        ``pd.read_parquet(DIR / "chunks")`` reads a sweep in progress
       checkpoints/     with --checkpoint-every: the state of each chunk in flight
                        (``ppo_jax.sweep.segmented``), removed once its file is written
+      claims/          with --part: the chunks parts are running (``ppo_jax.sweep.claims``)
+      corrupt/         files found unreadable, moved aside (``ppo_jax.storage.corrupt``)
       metrics.parquet  the merged table once every chunk is done, rows in canonical order
       summary.csv      final values per env x setting: mean over seeds and 95% bootstrap CI
 
@@ -21,6 +23,12 @@ so parts racing to create it agree on one plan. With ``force`` an old directory
 is moved aside and deleted only once the new sweep is complete. A directory
 written before a config field was renamed (``ConfigBase.LEGACY_FIELDS``) still
 resumes: its stored spec is read through the same translation.
+
+Everything read back is checked. A chunk, the table or the summary that cannot
+be read is moved into ``corrupt/`` with a warning and computed again; spec.json,
+plan.json and metadata.json cannot be, so a corrupt one stops the sweep with an
+error naming it (``ppo_jax.errors.CorruptFileError``). ``check_sweep_dir``
+checks a finished directory without changing it (for a report).
 """
 
 from __future__ import annotations
@@ -28,18 +36,30 @@ from __future__ import annotations
 import difflib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import yaml
 
-from ppo_jax.errors import SpecError
-from ppo_jax.storage.atomic import json_safe, read_json, remove_replaced, write_directory, write_file, write_json
+from ppo_jax.errors import CorruptFileError, SpecError
+from ppo_jax.storage.atomic import (
+    append_text,
+    json_safe,
+    read_json,
+    remove_replaced,
+    write_directory,
+    write_file,
+    write_json,
+)
+from ppo_jax.storage.corrupt import corrupt, parquet_rows, read_csv, set_aside
 from ppo_jax.storage.provenance import now_iso
 from ppo_jax.storage.run_dir import METADATA_FILE, prepare_out_dir
 from ppo_jax.sweep.spec import SweepSpec
 
 SPEC_YAML, SPEC_JSON, PLAN_FILE, LOG_FILE = "spec.yaml", "spec.json", "plan.json", "sweep.log"
-CHUNK_DIR, TABLE_FILE, SUMMARY_FILE = "chunks", "metrics.parquet", "summary.csv"
+CHUNK_DIR, TABLE_FILE, SUMMARY_FILE, CLAIMS_DIR = "chunks", "metrics.parquet", "summary.csv", "claims"
+RECOMPUTE = "it is computed again by ppo-jax sweep SPEC --out DIR --resume"
+KEYS = ("env", "setting_id", "seed", "update", "env_steps")
 CHUNK_FILE = re.compile(r"g\d{3}-c\d{5}\.parquet")
 
 
@@ -101,6 +121,39 @@ def done_chunks(out: Path) -> set[str]:
     return {p.name.removesuffix(".parquet") for p in directory.iterdir() if CHUNK_FILE.fullmatch(p.name)}
 
 
+def chunk_path(out: Path, chunk_id: str) -> Path:
+    return Path(out) / CHUNK_DIR / f"{chunk_id}.parquet"
+
+
+def intact_chunks(out: Path, rows: dict[str, int], warn) -> set[str]:
+    """Ids of the chunks (``rows``: id -> its row count) whose file is in place and whole, by its footer.
+
+    A file that is not (truncated, garbled, other rows) is moved into ``corrupt/`` with ``warn(message)``,
+    so that the chunk runs again.
+    """
+    intact = set()
+    for chunk_id in sorted(done_chunks(out) & set(rows)):
+        path = chunk_path(out, chunk_id)
+        try:
+            found = parquet_rows(path, KEYS, fix=None)
+            if found != rows[chunk_id]:
+                raise corrupt(path, ValueError(f"{found} rows, the plan has {rows[chunk_id]}"), fix=None)
+        except FileNotFoundError:  # moved aside by another part meanwhile
+            continue
+        except CorruptFileError as error:
+            warn(f"{error}; moved to {_set_aside(path, out)}; running the chunk again")
+            continue
+        intact.add(chunk_id)
+    return intact
+
+
+def _set_aside(path: Path, out: Path) -> Path | str:
+    try:
+        return set_aside(path, out)
+    except FileNotFoundError:
+        return "corrupt/ by another part"
+
+
 def check_out(out: Path, spec: SweepSpec, *, resume: bool, force: bool, joining: bool) -> dict | None:
     """Decide, before anything compiles, what to do with ``out``.
 
@@ -128,6 +181,7 @@ def check_out(out: Path, spec: SweepSpec, *, resume: bool, force: bool, joining:
             f"replace it. What changed:\n{spec_diff(stored, now)}"
         )
     plan = read_json(out / PLAN_FILE)
+    read_json(out / METADATA_FILE)  # completed when the sweep is: unreadable, better said now than at the end
     if not (resume or joining):
         done, total = len(done_chunks(out)), len(plan["chunks"])
         raise SpecError(
@@ -171,11 +225,11 @@ def write_chunk(out: Path, chunk_id: str, table, info: dict) -> Path:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = Path(out) / CHUNK_DIR / f"{chunk_id}.parquet"
+    path = chunk_path(out, chunk_id)
     arrow = pa.Table.from_pandas(table, preserve_index=False)
     arrow = arrow.replace_schema_metadata({**(arrow.schema.metadata or {}), b"ppo_jax": json.dumps(json_safe(info))})
-    try:
-        write_file(path, lambda tmp: pq.write_table(arrow, tmp))
+    try:  # page checksums: a flipped bit is found when the chunk is read back
+        write_file(path, lambda tmp: pq.write_table(arrow, tmp, write_page_checksum=True))
     except FileNotFoundError:
         if not path.exists():  # else a process that merged the table removed our temp file: the chunk is there
             raise
@@ -185,16 +239,45 @@ def write_chunk(out: Path, chunk_id: str, table, info: dict) -> Path:
 def chunk_info(out: Path, chunk_id: str) -> dict:
     import pyarrow.parquet as pq
 
-    metadata = pq.read_schema(Path(out) / CHUNK_DIR / f"{chunk_id}.parquet").metadata or {}
+    metadata = pq.read_schema(chunk_path(out, chunk_id)).metadata or {}
     return json.loads(metadata.get(b"ppo_jax", b"{}"))
 
 
 def read_chunks(out: Path, chunk_ids):
-    """The rows of the given chunks, concatenated in that order (a pandas DataFrame)."""
+    """The rows of the given chunks, concatenated in that order (a pandas DataFrame).
+
+    A chunk that cannot be read is moved into ``corrupt/`` and named in a CorruptFileError (``--resume`` runs it again).
+    """
     import pandas as pd
 
-    frames = [pd.read_parquet(Path(out) / CHUNK_DIR / f"{c}.parquet") for c in chunk_ids]
+    frames = []
+    for chunk_id in chunk_ids:
+        path = chunk_path(out, chunk_id)
+        try:
+            frames.append(pd.read_parquet(path, page_checksum_verification=True))
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError) as error:
+            moved = _set_aside(path, Path(out))
+            raise corrupt(path, error, f"moved to {moved}; run the sweep again with --resume to compute it") from None
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def results_intact(out: Path, num_rows: int, warn) -> bool:
+    """Whether metrics.parquet (``num_rows`` rows) and summary.csv are in place and readable; a corrupt one is moved aside."""
+    out = Path(out)
+    for path in (out / TABLE_FILE, out / SUMMARY_FILE):
+        if not path.exists():
+            return False
+        try:
+            if path.name == TABLE_FILE and parquet_rows(path, KEYS, fix=None) != num_rows:
+                raise corrupt(path, ValueError(f"not the {num_rows} rows of the chunks"), fix=None)
+            if path.name == SUMMARY_FILE:
+                read_csv(path, ("env", "setting_id"), fix=None)
+        except CorruptFileError as error:
+            warn(f"{error}; moved to {_set_aside(path, out)}; merging the table again")
+            return False
+    return True
 
 
 def log_line(info: dict) -> str:
@@ -224,21 +307,43 @@ def final_metadata(out: Path, chunk_ids: list[str]) -> dict:
 
 
 def append_log(out: Path, line: str) -> None:
-    with open(Path(out) / LOG_FILE, "a") as f:
-        f.write(line.rstrip("\n") + "\n")
+    append_text(Path(out) / LOG_FILE, line.rstrip("\n") + "\n")
 
 
 def finish(out: Path, table, summary, metadata_updates: dict) -> None:
     """Write metrics.parquet and summary.csv (atomically), complete metadata.json, drop leftovers.
 
-    Leftovers: temporary chunk files of killed processes, and the sweep that
+    Leftovers: temporary chunk files of killed processes, claims of parts, and the sweep that
     ``force`` replaced.
     """
     out = Path(out)
     for leftover in (out / CHUNK_DIR).glob(".*.tmp-*"):
         leftover.unlink(missing_ok=True)
+    shutil.rmtree(out / CLAIMS_DIR, ignore_errors=True)
     write_file(out / TABLE_FILE, lambda tmp: table.to_parquet(tmp, index=False))
     write_file(out / SUMMARY_FILE, lambda tmp: summary.to_csv(tmp, index=False))
     metadata = {**read_json(out / METADATA_FILE), **metadata_updates}
     write_json(out / METADATA_FILE, metadata)
     remove_replaced(out, metadata.get("replaced"))
+
+
+def check_sweep_dir(path) -> None:
+    """Read back every file of a sweep directory, changing nothing; CorruptFileError naming the first that cannot be.
+
+    For a report, before it reads the directory: spec.json, plan.json and metadata.json as JSON; each
+    chunk's file and metrics.parquet by their footers (the table: as many rows as the chunks, where the chunk
+    files are still there); summary.csv.
+    The message says what to do: ``--resume`` computes a chunk, the table and the summary again; the rest
+    cannot be.
+    """
+    path = Path(path)
+    read_json(path / SPEC_JSON)
+    read_json(path / METADATA_FILE)
+    planned = {str(c.get("id")) for c in read_json(path / PLAN_FILE).get("chunks", []) if isinstance(c, dict)}
+    done = done_chunks(path)
+    rows = sum(parquet_rows(chunk_path(path, c), KEYS, RECOMPUTE) for c in sorted(done))
+    table = path / TABLE_FILE
+    if table.exists() and (found := parquet_rows(table, KEYS, RECOMPUTE)) != rows and done and planned <= done:
+        raise corrupt(table, ValueError(f"{found} rows, its chunks have {rows}"), RECOMPUTE)
+    if (path / SUMMARY_FILE).exists():
+        read_csv(path / SUMMARY_FILE, ("env", "setting_id"), RECOMPUTE)

@@ -14,8 +14,10 @@ that update, e.g. a scheduled ``clip_eps``) gets the suffix ``_now``
 (``clip_eps_now``), so that ``clip_eps`` is always the swept setting. The
 task's ``eval_names`` (PPO: ``eval_return_stochastic`` /
 ``eval_return_deterministic``, the evaluation of the final parameters) are on a
-run's last row only (NaN elsewhere). Rows are in canonical order: env and
-setting as in the spec, then seed as listed, then update.
+run's last row only (NaN elsewhere). ``non_finite`` (``ppo_jax.scan_updates``) is 1.0
+where the loss or the training state was NaN or infinite after the update, 0.0
+else; logged every k updates, the count of such updates in the window. Rows are
+in canonical order: env and setting as in the spec, then seed as listed, then update.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import bootstrap_ci, final_value
+from ppo_jax.final_values import divergence_flags, final_value, first_divergence, seed_ci
 from ppo_jax.sweep.plan import Chunk
 from ppo_jax.sweep.program import log_updates
 from ppo_jax.sweep.spec import SweepSpec
@@ -85,12 +87,18 @@ def sort_table(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
-    """Final values per env x setting: the swept values, seeds, and per reported metric its mean and 95% CI over seeds.
+    """Final values per env x setting: the swept values, seeds, diverged runs, and per reported metric its mean and 95% CI over seeds.
 
     A run's final value of metric m = its mean over the last ``task.final_fraction``
     of the run's logged rows (``ppo_jax.final_values.final_value``); columns
     ``final_m``, ``final_m_ci95_low``, ``final_m_ci95_high`` for every m in
-    ``task.reported`` (the CI: ``ppo_jax.final_values.bootstrap_ci``).
+    ``task.reported`` (the CI: ``ppo_jax.final_values.seed_ci``). A run that
+    diverged (``non_finite``; ``ppo_jax.final_values.first_divergence``) has no
+    final value: ``diverged`` counts those seeds and ``diverged_at`` names them
+    ("seed 3 at update 112; ..." — logged every k updates: the last update of the
+    first window holding a non-finite one), and the means and CIs are over the
+    other seeds; ``final_m_seeds`` says how many seeds a mean is over (fewer than
+    ``seeds`` also where a run has no value, e.g. no episode ended).
     """
     task, rows = spec.task, []
     for (env, setting_id), runs in table.groupby(["env", "setting_id"], sort=False):
@@ -101,17 +109,32 @@ def summarize(spec: SweepSpec, table: pd.DataFrame) -> pd.DataFrame:
             **{a: first[a] for a in spec.axes},
             "seeds": runs["seed"].nunique(),
         }
+        diverged_at = {}
+        for seed, run in runs.groupby("seed", sort=False):
+            flags = divergence_flags(run)
+            index = -1 if flags is None else int(first_divergence(flags))
+            if index >= 0:
+                diverged_at[seed] = int(run["update"].iloc[index])
+        row["diverged"] = len(diverged_at)
+        row["diverged_at"] = "; ".join(f"seed {s} at update {u}" for s, u in diverged_at.items())
         for name in task.reported:
             per_seed = [
-                final_value(run[name].to_numpy(), task.final_fraction) for _, run in runs.groupby("seed", sort=False)
+                np.nan if seed in diverged_at else final_value(run[name].to_numpy(), task.final_fraction)
+                for seed, run in runs.groupby("seed", sort=False)
             ]
-            row[f"final_{name}"], row[f"final_{name}_ci95_low"], row[f"final_{name}_ci95_high"] = bootstrap_ci(per_seed)
+            ci = seed_ci(per_seed)
+            row[f"final_{name}"], row[f"final_{name}_ci95_low"], row[f"final_{name}_ci95_high"] = ci[:3]
+            row[f"final_{name}_seeds"] = ci.count
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def format_summary(summary: pd.DataFrame, task: Task, top: int = 10) -> str:
-    """A text table per env; with more than ``3 * top`` settings, the ``top`` best by the task's score."""
+    """A text table per env; with more than ``3 * top`` settings, the ``top`` best by the task's score.
+
+    A mean over fewer seeds than ran says so ("(7 of 8 seeds)"); the ``diverged`` column counts diverged
+    seeds, and a line under the table names each and its update (a summary.csv without them: as before).
+    """
     lines, score = [], f"final_{task.score}"
     percent = f"{100 * task.final_fraction:g}%"
     for env, rows in summary.groupby("env", sort=False):
@@ -119,15 +142,29 @@ def format_summary(summary: pd.DataFrame, task: Task, top: int = 10) -> str:
         title = f"{env}: final values (mean over the last {percent} of updates; mean over seeds, 95% bootstrap CI)"
         if len(shown) < len(rows):
             title += f", best {top} of {len(rows)} settings by {task.score}"
-        table = shown.drop(columns=["env"]).copy()
+        table = shown.drop(columns=["env", "diverged_at"], errors="ignore").copy()
         for name in task.reported:
             column = f"final_{name}"
+            counts = table[f"{column}_seeds"] if f"{column}_seeds" in table else table["seeds"]
             table[column] = [
-                f"{m:.4g} [{lo:.4g}, {hi:.4g}]"
-                for m, lo, hi in zip(
-                    table[column], table[f"{column}_ci95_low"], table[f"{column}_ci95_high"], strict=True
+                f"{m:.4g} [{lo:.4g}, {hi:.4g}]" + (f" ({n} of {seeds} seeds)" if n != seeds else "")
+                for m, lo, hi, n, seeds in zip(
+                    table[column],
+                    table[f"{column}_ci95_low"],
+                    table[f"{column}_ci95_high"],
+                    counts,
+                    table["seeds"],
+                    strict=True,
                 )
             ]
-            table = table.drop(columns=[f"{column}_ci95_low", f"{column}_ci95_high"])
-        lines += [title, table.to_string(index=False), ""]
+            table = table.drop(
+                columns=[f"{column}_ci95_low", f"{column}_ci95_high", f"{column}_seeds"], errors="ignore"
+            )
+        lines += [title, table.to_string(index=False)]
+        if "diverged_at" in shown:
+            where = shown[shown["diverged"] > 0]
+            lines += [
+                f"  setting {i} diverged: {at}" for i, at in zip(where["setting_id"], where["diverged_at"], strict=True)
+            ]
+        lines.append("")
     return "\n".join(lines).rstrip()

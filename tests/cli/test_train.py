@@ -121,7 +121,8 @@ def test_train_writes_a_valid_run_dir(run_dir):
     assert metadata["task"] == "ppo" and metadata["env_steps"] == 2 * 1024
     final = metadata["final"]
     assert set(final) == {"definition", "episode_return"} and final["definition"] == "mean over the last 5% of updates"
-    assert set(final["episode_return"]) == {"per_seed", "mean", "ci95_low", "ci95_high"}
+    assert set(final["episode_return"]) == {"per_seed", "mean", "ci95_low", "ci95_high", "dropped"}
+    assert final["episode_return"]["dropped"] == 0 and metadata["diverged"] == []
     assert len(final["episode_return"]["per_seed"]) == 2
 
     metrics = pd.read_csv(out / "metrics.csv")

@@ -48,7 +48,7 @@ def metrics_rows(final: float, seed: int) -> pd.DataFrame:
 
 def write_run(path: Path, env: str, clip_eps: float) -> None:
     path.mkdir(parents=True)
-    cfg = PPOConfig(env=env, clip_eps=clip_eps).to_dict()
+    cfg = PPOConfig(env=env, clip_eps=clip_eps, total_timesteps=UPDATES * 512).to_dict()  # 4 envs x 128 steps
     (path / "config.json").write_text(json.dumps({**cfg, "seeds": list(SEEDS)}))
     (path / "metadata.json").write_text(
         json.dumps({"command_line": "ppo-jax train (synthetic)", "git_commit": "abc123"})
@@ -240,6 +240,18 @@ def test_missing_and_corrupt_files_name_the_file(inputs, tmp_path):
     (sweep / "metrics.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(ReportError, match=r"sweep/metrics\.parquet: cannot be read"):
         make_report([sweep], tmp_path / "r4")
+    # What a reader of the table alone cannot see: a finished run's metrics cut short, a truncated params file.
+    cut = tmp_path / "cut"
+    shutil.copytree(inputs["runs"][0], cut)
+    lines = (cut / "metrics.csv").read_text().splitlines(keepends=True)
+    (cut / "metrics.csv").write_text("".join(lines[:-5]))  # 4 seeds x 20 updates: 75 rows left, not 80
+    with pytest.raises(ReportError, match=r"cut/metrics\.csv is corrupt or truncated .*75 rows, not 80"):
+        make_report([cut], tmp_path / "r5")
+    (cut / "metrics.csv").write_text("".join(lines))
+    (cut / "params.msgpack").write_bytes(b"\x82\xa6params")  # a msgpack map cut after its first key
+    with pytest.raises(ReportError, match=r"cut/params\.msgpack is corrupt or truncated"):
+        make_report([cut], tmp_path / "r6")
+    assert (cut / "params.msgpack").read_bytes() == b"\x82\xa6params"  # named, not moved or deleted
     assert not any(p.name.startswith("r") for p in tmp_path.iterdir())  # nothing written on error
 
 

@@ -1,7 +1,8 @@
-"""Orbax checkpoints of a run's state: exact round trip (PRNG keys included), the newest N kept, corrupt ones skipped."""
+"""Orbax checkpoints of a run's state: exact round trip (PRNG keys included), the newest N kept, corrupt ones set aside."""
 
 from __future__ import annotations
 
+import errno
 from typing import NamedTuple
 
 import jax
@@ -58,15 +59,22 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous_with_a_warning(t
     for path in (newest / "state").rglob("*"):
         if path.is_file():
             path.write_bytes(b"\x00garbage")
-    with pytest.warns(UserWarning, match=r"checkpoint .*/checkpoints/2 cannot be read"):
+    with pytest.warns(UserWarning, match=r"checkpoint .*/checkpoints/2 cannot be read .*; moved it to .*/corrupt/"):
         restored, meta = checkpoints.restore(like=state(0.0))
     assert meta["update"] == 1
     assert_same(restored, state(1.0))
+    [moved] = (tmp_path / "corrupt").iterdir()  # kept, not deleted
+    assert moved.name.startswith("checkpoints-2.") and (moved / "state").is_dir()
+    assert checkpoints.updates() == [1]
     for path in (tmp_path / "checkpoints" / "1" / "state").rglob("*"):
         if path.is_file():
             path.unlink()
-    with pytest.warns(UserWarning), pytest.raises(ConfigError, match="no readable checkpoint"):
+    with (
+        pytest.warns(UserWarning),
+        pytest.raises(ConfigError, match="no readable checkpoint .* start it over with --force"),
+    ):
         checkpoints.restore(like=state(0.0))
+    assert len(list((tmp_path / "corrupt").iterdir())) == 2
 
 
 def test_a_state_of_another_shape_is_refused(tmp_path):
@@ -76,3 +84,24 @@ def test_a_state_of_another_shape_is_refused(tmp_path):
     other = state(0.0)._replace(step=jnp.int32([1, 2, 3]))
     with pytest.warns(UserWarning, match="cannot be read"), pytest.raises(ConfigError):
         checkpoints.restore(like=other)
+
+
+def test_a_write_orbax_failed_in_its_threads_is_an_os_error_naming_the_directory(tmp_path, monkeypatch):
+    checkpoints = Checkpoints(tmp_path / "checkpoints")
+    checkpoints.save(1, state(1.0), {})
+    checkpoints.wait()
+
+    def full_disk(*args, **kwargs):  # how tensorstore reports it, raised where Orbax waits for its threads
+        raise ValueError(
+            "RESOURCE_EXHAUSTED: Error writing local file ...: No space left on device [os_error_code='28']"
+        )
+
+    monkeypatch.setattr(checkpoints._manager, "wait_until_finished", full_disk)
+    with pytest.raises(
+        OSError, match=r"could not write a checkpoint in .*/checkpoints: No space left on device"
+    ) as error:
+        checkpoints.save(2, state(2.0), {})
+    assert error.value.errno == errno.ENOSPC and "continue with --resume" in str(error.value)
+    monkeypatch.undo()
+    assert checkpoints.updates() == [1]  # what was written before is intact
+    checkpoints.close()

@@ -112,11 +112,16 @@ def test_directory_and_table_layout(tiny):
         "setting_id",
         "clip_eps",
         "seeds",
+        "diverged",
+        "diverged_at",
         "final_episode_return",
         "final_episode_return_ci95_low",
         "final_episode_return_ci95_high",
+        "final_episode_return_seeds",
     ]
     assert summary.clip_eps.tolist() == [0.1, 0.2, 0.3] and (summary.seeds == 2).all()
+    assert (summary.diverged == 0).all() and summary.diverged_at.isna().all() and (table.non_finite == 0).all()
+    assert (summary.final_episode_return_seeds == 2).all()
     for row in summary.itertuples():  # final value of a run: mean over its last 5% of updates (8 -> 0.4 -> 1: the last)
         runs = table[table.setting_id == row.setting_id]
         finals = [runs[runs.seed == s].episode_return.to_numpy()[-1] for s in (0, 7)]
