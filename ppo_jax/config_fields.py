@@ -227,8 +227,9 @@ def check_positive_ints(cfg, names, *, allow_zero=(), host_only=()) -> None:
             raise ConfigError(f"{name} must be {kind} integer, got {shown}.")
         high = MAX_INT64 if name in host_only else MAX_INT32
         if value > high:
-            raise ConfigError(f"{name} must be at most {high} ({'64' if high == MAX_INT64 else '32'}-bit), "
-                              f"got {brief_int(value)}.")  # fmt: skip
+            raise ConfigError(
+                f"{name} must be at most {high} ({'64' if high == MAX_INT64 else '32'}-bit), got {brief_int(value)}."
+            )
 
 
 def check_leaf_shapes(cfg) -> None:

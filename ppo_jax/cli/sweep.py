@@ -58,8 +58,10 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
         try:
             jax.distributed.initialize()  # before anything starts a backend (importing gymnax does)
         except (ValueError, RuntimeError) as error:  # no cluster found: "coordinator_address should be defined."
-            raise SpecError(f"--distributed: jax.distributed.initialize() failed ({' '.join(str(error).split())}); "
-                            "run under SLURM, Open MPI or on a TPU pod, or drop --distributed.") from None  # fmt: skip
+            raise SpecError(
+                f"--distributed: jax.distributed.initialize() failed ({' '.join(str(error).split())}); "
+                "run under SLURM, Open MPI or on a TPU pod, or drop --distributed."
+            ) from None
     from ppo_jax import sweep
 
     spec = sweep.load_spec(args.spec)  # every spec error before anything compiles

@@ -11,7 +11,7 @@ Report directory::
     per_env.csv               IQM / mean of final return and of normalized score per env x setting, 95% CIs
     aggregates.csv            median, IQM, mean, optimality gap of normalized scores over envs, 95% CIs
     improvement.csv           P(setting > baseline), 95% CIs
-    final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, best in bold
+    final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, bold by tables.BOLD_RULE
     aggregates.{md,tex}       table: aggregate metrics per setting
     paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)

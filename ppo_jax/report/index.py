@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from ppo_jax.report.tables import BOLD_RULE
+
 
 def _provenance(record: dict) -> list[str]:
     lines = []
@@ -49,7 +51,9 @@ def _definitions(record: dict) -> list[str]:
         f"- **Statistics** (rliable; Agarwal et al. 2021): IQM = interquartile mean over runs; 95% CIs by "
         f"{p['bootstrap']} with {p['reps']} replicates, NumPy seed {p['seed']}. Aggregates over envs use the normalized "
         "scores of every run on every env; the optimality gap is the mean shortfall below 1 (lower is better); "
-        "P(X > Y) is the Mann-Whitney probability that a run of X beats a run of Y on the same env, averaged over envs."
+        "P(X > Y) is the Mann-Whitney probability that a run of X beats a run of Y on the same env, averaged over envs. "
+        f"Tables: {BOLD_RULE}. With fewer than 5 seeds an interval is little more than the range of the values: "
+        "read it, and the per-seed values in final_returns.csv, before citing a difference."
     )
     divergence = record.get("divergence")
     if divergence:
@@ -115,8 +119,8 @@ def write_index(out: Path, result: dict, record: dict) -> None:
             "",
         ]
     sections = [
-        ("final_return.md", "Final return per env (IQM over seeds [95% CI]; best per env in bold)"),
-        ("aggregates.md", "Normalized score over all envs (95% CIs; bold = best)"),
+        ("final_return.md", "Final return per env (IQM over seeds [95% CI]; bold only where the CIs separate)"),
+        ("aggregates.md", "Normalized score over all envs (95% CIs; bold only where the CIs separate)"),
         (
             "paper_table1.md",
             (

@@ -203,8 +203,10 @@ def _check_files(path: Path) -> None:
     except CorruptFileError as error:
         raise ReportError(str(error)) from None
     except OSError as error:  # a file missing, or a directory where a file should be
-        raise ReportError(f"{error.filename or path}: cannot be read ({error.strerror or error}); is {path} a complete "
-                          "ppo-jax run or sweep directory?") from None  # fmt: skip
+        raise ReportError(
+            f"{error.filename or path}: cannot be read ({error.strerror or error}); is {path} a complete "
+            "ppo-jax run or sweep directory?"
+        ) from None
 
 
 def load_sources(paths: list[Path]) -> Runs:

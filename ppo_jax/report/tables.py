@@ -2,8 +2,10 @@
 
 A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI), or the value alone where it has no
 CI (low and high NaN), followed by ``(k/n diverged)`` where k of its n runs diverged (a table with
-``diverged`` and ``runs`` columns; ``ppo_jax.report.scores.DIVERGED_RULE``); the best
-IQM of each column is in bold (the lowest, for columns where lower is better). Numbers keep 3 significant digits (at least one
+``diverged`` and ``runs`` columns; ``ppo_jax.report.scores.DIVERGED_RULE``). **Bold by rule**
+(``BOLD_RULE``): a cell is bold only where its interval lies wholly above every other interval of its column
+(below, where lower is better), so bold never marks a point estimate the data do not separate; a column
+without intervals (published numbers) bolds its best value. Numbers keep 3 significant digits (at least one
 decimal place below 100).
 """
 
@@ -12,6 +14,11 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+
+BOLD_RULE = (
+    "bold: the best value of a column whose interval lies wholly above every other interval of that column "
+    "(below, where lower is better); no cell is bold where the intervals overlap"
+)
 
 
 def fmt(x: float) -> str:
@@ -29,7 +36,7 @@ def _cells(
 ) -> tuple[list[list[str]], list[list[bool]]]:
     """Cell texts and bold flags, rows = settings, columns = ``columns`` (values of table's ``env`` column)."""
     texts, bold = [], []
-    best = {c: table.loc[table["env"] == c, "iqm"].agg("min" if c in lower_is_better else "max") for c in columns}
+    winner = {c: _separated_best(table[table["env"] == c], c in lower_is_better) for c in columns}
     for setting in settings:
         row_text, row_bold = [], []
         for column in columns:
@@ -47,16 +54,34 @@ def _cells(
             diverged = int(cell["diverged"]) if "diverged" in cell and cell["diverged"] == cell["diverged"] else 0
             note = f" ({diverged}/{int(cell['runs'])} diverged)" if diverged else ""
             row_text.append(fmt(cell["iqm"]) + interval + note)
-            row_bold.append(bool(math.isfinite(cell["iqm"]) and cell["iqm"] == best[column]))
+            row_bold.append(setting == winner[column])
         texts.append(row_text)
         bold.append(row_bold)
     return texts, bold
 
 
+def _separated_best(column: pd.DataFrame, lower_is_better: bool) -> str | None:
+    """The setting of ``column`` (rows: setting, iqm, low, high) that ``BOLD_RULE`` bolds, or None."""
+    rows = column[column["iqm"].map(lambda x: math.isfinite(x))]
+    if rows.empty:
+        return None
+    sign = -1.0 if lower_is_better else 1.0
+    best = rows.loc[(sign * rows["iqm"]).idxmax()]
+    others = rows.drop(index=best.name)
+    has_intervals = rows[["low", "high"]].map(math.isfinite).any().any()
+    if not has_intervals or others.empty:
+        return str(best["setting"])
+    near, far = ("high", "low") if lower_is_better else ("low", "high")
+    if not (math.isfinite(best[near]) and others[far].map(math.isfinite).all()):
+        return None
+    separated = (sign * best[near] > sign * others[far]).all()
+    return str(best["setting"]) if separated else None
+
+
 def markdown(
     table: pd.DataFrame, settings: list[str], columns: list[str], corner: str = "setting", lower_is_better=()
 ) -> str:
-    """A GitHub-flavoured Markdown table (best per column in **bold**)."""
+    """A GitHub-flavoured Markdown table (``BOLD_RULE``)."""
     texts, bold = _cells(table, settings, columns, lower_is_better)
     lines = ["| " + " | ".join([corner, *columns]) + " |", "|" + "---|" + "---:|" * len(columns)]
     for setting, row, flags in zip(settings, texts, bold, strict=True):
@@ -86,7 +111,7 @@ def latex(
     corner: str = "setting",
     lower_is_better=(),
 ) -> str:
-    """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``); best per column in bold."""
+    """A booktabs ``table`` environment (needs ``\\usepackage{booktabs}``); bold by ``BOLD_RULE``."""
     texts, bold = _cells(table, settings, columns, lower_is_better)
     lines = [
         r"\begin{table}[t]",

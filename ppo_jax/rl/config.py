@@ -215,11 +215,16 @@ def validate(cfg: PPOConfig) -> PPOConfig:
     check_choice("action_dist", cfg.action_dist, ACTION_DISTS)
     check_choice("policy_std", cfg.policy_std, POLICY_STDS)
     check_choice("kernel_init", cfg.kernel_init, KERNEL_INITS)
-    check_positive_ints(cfg, ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"),
-                        host_only=("total_timesteps",))  # fmt: skip
+    check_positive_ints(
+        cfg,
+        ("total_timesteps", "num_envs", "num_steps", "num_minibatches", "update_epochs"),
+        host_only=("total_timesteps",),
+    )
     if cfg.batch_size > MAX_INT32:
-        raise ConfigError(f"the batch (num_envs*num_steps = {cfg.num_envs}*{cfg.num_steps} = {cfg.batch_size}) "
-                          f"must be at most {MAX_INT32} transitions (32-bit); shrink num_envs or num_steps.")  # fmt: skip
+        raise ConfigError(
+            f"the batch (num_envs*num_steps = {cfg.num_envs}*{cfg.num_steps} = {cfg.batch_size}) "
+            f"must be at most {MAX_INT32} transitions (32-bit); shrink num_envs or num_steps."
+        )
     if cfg.batch_size % cfg.num_minibatches:
         divisors = [d for d in range(1, min(cfg.batch_size, 64) + 1) if cfg.batch_size % d == 0]
         raise ConfigError(
@@ -233,20 +238,26 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             f"(num_envs*num_steps = {cfg.batch_size}); raise total_timesteps or shrink the batch."
         )
     if cfg.num_updates > MAX_INT32:
-        raise ConfigError(f"total_timesteps={cfg.total_timesteps} makes {cfg.num_updates} updates of {cfg.batch_size} "
-                          f"transitions, more than {MAX_INT32} (the 32-bit update counter); lower total_timesteps.")  # fmt: skip
+        raise ConfigError(
+            f"total_timesteps={cfg.total_timesteps} makes {cfg.num_updates} updates of {cfg.batch_size} "
+            f"transitions, more than {MAX_INT32} (the 32-bit update counter); lower total_timesteps."
+        )
     if (
         not isinstance(cfg.hidden_sizes, tuple)
         or not cfg.hidden_sizes
         or any(not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in cfg.hidden_sizes)
     ):
-        raise ConfigError(f"hidden_sizes must be one or more positive integers (at most {MAX_INT32}), "
-                          f"got {_widths(cfg.hidden_sizes)}.")  # fmt: skip
+        raise ConfigError(
+            f"hidden_sizes must be one or more positive integers (at most {MAX_INT32}), "
+            f"got {_widths(cfg.hidden_sizes)}."
+        )
     if not isinstance(cfg.critic_hidden_sizes, tuple) or any(
         not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in cfg.critic_hidden_sizes
     ):
-        raise ConfigError(f"critic_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
-                          f"got {_widths(cfg.critic_hidden_sizes)}.")  # fmt: skip
+        raise ConfigError(
+            f"critic_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
+            f"got {_widths(cfg.critic_hidden_sizes)}."
+        )
     if cfg.shared_torso and cfg.critic_hidden_sizes:
         raise ConfigError(
             "critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them."

@@ -139,8 +139,10 @@ def _seeds(raw, ctx: SpecContext) -> tuple[int, ...]:
         if raw < 1:
             raise ctx.error(("seeds",), f"seeds must be a positive count or a list of seeds, got {brief_int(raw)}.")
         if raw > MAX_RUNS:  # before listing them
-            raise ctx.error(("seeds",), f"seeds: {brief_int(raw)} is more seeds than a sweep runs ({MAX_RUNS:,} runs "
-                                        "at most); give fewer.")  # fmt: skip
+            raise ctx.error(
+                ("seeds",),
+                f"seeds: {brief_int(raw)} is more seeds than a sweep runs ({MAX_RUNS:,} runs at most); give fewer.",
+            )
         seeds = list(range(raw))
     elif isinstance(raw, list) and raw and all(isinstance(s, int) and not isinstance(s, bool) for s in raw):
         seeds = raw
@@ -263,11 +265,15 @@ def _check_distinct(
         if first is setting:
             continue
         differ = [k for k in setting.values if setting.values[k] != first.values.get(k)]
-        reasons = "; ".join(
-            f"{k} is ignored because {inert[k]}" if k in inert
-            else f"{k} ({column_value(first.values[k])} and {column_value(setting.values[k])}) ends up the same in both configs"
-            for k in differ
-        ) or "their swept values are identical (an axis value repeated, or two that are the same float32)"  # fmt: skip
+        reasons = (
+            "; ".join(
+                f"{k} is ignored because {inert[k]}"
+                if k in inert
+                else f"{k} ({column_value(first.values[k])} and {column_value(setting.values[k])}) ends up the same in both configs"
+                for k in differ
+            )
+            or "their swept values are identical (an axis value repeated, or two that are the same float32)"
+        )
         raise ctx.error(
             (where or {}).get(differ[0], path) if differ else path,
             f"settings {first.setting_id} ({_describe(first.values)}) and {setting.setting_id} "
@@ -313,8 +319,11 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
 
     runs = len(envs) * len(grid_rows) * len(zip_rows) * len(random_rows) * len(seeds)
     if runs > MAX_RUNS:
-        raise ctx.error((), f"this sweep has {runs:,} runs ({len(envs)} env(s) x {runs // len(envs) // len(seeds):,} "
-                            f"setting(s) x {len(seeds)} seed(s)), more than {MAX_RUNS:,}: split it into several specs.")  # fmt: skip
+        raise ctx.error(
+            (),
+            f"this sweep has {runs:,} runs ({len(envs)} env(s) x {runs // len(envs) // len(seeds):,} "
+            f"setting(s) x {len(seeds)} seed(s)), more than {MAX_RUNS:,}: split it into several specs.",
+        )
     combos = [{**g, **z, **r} for g in grid_rows for z in zip_rows for r in random_rows]
     path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
     settings = []
@@ -326,13 +335,19 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
             except ConfigError as error:
                 raise ctx.error(path, f"setting {setting_id} ({_describe(values)}) on {env}: {error}") from None
             settings.append(Setting(setting_id, env, values, cfg))
-    where = {**{k: ("grid", k) for k in grid}, **{k: ("zip", k) for k in zipped},
-             **{k: ("random", "axes", k) for k in random.get("axes", {})}}  # fmt: skip
+    where = {
+        **{k: ("grid", k) for k in grid},
+        **{k: ("zip", k) for k in zipped},
+        **{k: ("random", "axes", k) for k in random.get("axes", {})},
+    }
     _check_distinct(settings, task, ctx, path, where)
     most = max(task.num_updates(s.cfg) for s in settings)
     if log_every > most:
-        raise ctx.error(("log_every",), f"log_every={brief_int(log_every)} is more than the updates of any run "
-                                        f"({most}); give at most {most} (one table row per run).")  # fmt: skip
+        raise ctx.error(
+            ("log_every",),
+            f"log_every={brief_int(log_every)} is more than the updates of any run "
+            f"({most}); give at most {most} (one table row per run).",
+        )
 
     axes = tuple(k for k in (*grid, *zipped, *random.get("axes", {})) if k != task.env_field)
     canonical = {  # name and description are labels: renaming a spec does not change the sweep
@@ -379,8 +394,9 @@ def load_spec(source) -> SweepSpec:
         raise SpecError(f"cannot read spec {path}: {error.strerror or error}") from None
     except UnicodeDecodeError as error:
         line = error.object[: error.start].count(b"\n") + 1
-        raise SpecError(f"{path}, line {line}: not UTF-8 text (byte {error.object[error.start]:#04x}); "
-                        "save the spec as UTF-8.") from None  # fmt: skip
+        raise SpecError(
+            f"{path}, line {line}: not UTF-8 text (byte {error.object[error.start]:#04x}); save the spec as UTF-8."
+        ) from None
     data, lines = parse_yaml(text, str(path))
     return from_dict(data, filename=str(path), lines=lines, text=text)
 

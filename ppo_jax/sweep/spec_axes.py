@@ -146,8 +146,11 @@ def _check_distinct_rows(rows: list[dict], ctx: SpecContext, path, what: str, hi
 
 def _check_size(count: int, ctx: SpecContext, path: tuple, what: str) -> None:
     if count > MAX_RUNS:
-        raise ctx.error(path, f"{what} {count:,} settings, more than a sweep runs ({MAX_RUNS:,} runs at most); "
-                              "split the sweep into several specs or use fewer values.")  # fmt: skip
+        raise ctx.error(
+            path,
+            f"{what} {count:,} settings, more than a sweep runs ({MAX_RUNS:,} runs at most); "
+            "split the sweep into several specs or use fewer values.",
+        )
 
 
 def expand_grid(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
@@ -165,8 +168,9 @@ def expand_zip(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]:
     if len(set(lengths.values())) > 1:
         raise ctx.error(("zip",), f"zip axes must have equal lengths, got {lengths}.")
     rows = [dict(zip(axes, combo, strict=True)) for combo in zip(*axes.values(), strict=True)] if axes else [{}]
-    _check_distinct_rows(rows, ctx, lambda j: ("zip", next(iter(axes)), j), "zip rows",
-                         "Drop one of them (its value on every zip axis).")  # fmt: skip
+    _check_distinct_rows(
+        rows, ctx, lambda j: ("zip", next(iter(axes)), j), "zip rows", "Drop one of them (its value on every zip axis)."
+    )
     return axes, rows
 
 
@@ -190,8 +194,11 @@ def _distribution(name: str, raw, ctx: SpecContext, path: tuple) -> tuple[str, l
     for i, bound in enumerate(held):
         validated(ctx, path + (dist, i), **{name: bound})
     if not held[0] < held[1] or (dist == "log_uniform" and held[0] <= 0):
-        raise ctx.error(path + (dist,), f"{dist} bounds {shown(args)} are {held} as float32 (the values {name} holds): "
-                                        "give a range wider than float32 resolution, with low > 0 for log_uniform.")  # fmt: skip
+        raise ctx.error(
+            path + (dist,),
+            f"{dist} bounds {shown(args)} are {held} as float32 (the values {name} holds): "
+            "give a range wider than float32 resolution, with low > 0 for log_uniform.",
+        )
     return dist, held
 
 
@@ -232,8 +239,13 @@ def expand_random(raw, ctx: SpecContext, taken: dict) -> tuple[dict, list[dict]]
         raise ctx.error(("random", "axes"), "random needs at least one axis under axes:.")
     samples = {name: sample_axis(name, d, args, num, seed) for name, (d, args) in axes.items()}
     rows = [{name: samples[name][i] for name in axes} for i in range(num)]
-    _check_distinct_rows(rows, ctx, ("random",), "random samples",
-                         "Draws repeat when an axis has few values (choice, int_uniform) or a range narrower than "
-                         "float32 steps: lower num_samples, widen the axes, or list the values under grid: instead.")  # fmt: skip
+    _check_distinct_rows(
+        rows,
+        ctx,
+        ("random",),
+        "random samples",
+        "Draws repeat when an axis has few values (choice, int_uniform) or a range narrower than "
+        "float32 steps: lower num_samples, widen the axes, or list the values under grid: instead.",
+    )
     normal = {"num_samples": num, "seed": seed, "axes": {n: {d: list(a)} for n, (d, a) in axes.items()}}
     return normal, rows

@@ -62,8 +62,10 @@ PLACES = {  # what a path argument may be: "@name" in an argv is replaced by TMP
 
 
 def _make_places() -> None:
-    (TMP / "spec_ok").write_text("base: {total_timesteps: 1024, num_envs: 2, num_steps: 64, num_minibatches: 2}\n"
-                                 "envs: [CartPole-v1, Acrobot-v1]\ngrid:\n  clip_eps: [0.1, 0.2]\nseeds: 2\n")  # fmt: skip
+    (TMP / "spec_ok").write_text(
+        "base: {total_timesteps: 1024, num_envs: 2, num_steps: 64, num_minibatches: 2}\n"
+        "envs: [CartPole-v1, Acrobot-v1]\ngrid:\n  clip_eps: [0.1, 0.2]\nseeds: 2\n"
+    )
     (TMP / "spec_bad").write_text("grid:\n  clip_epsilon: [0.1]\n")
     run = TMP / "run"
     run.mkdir()
@@ -71,8 +73,14 @@ def _make_places() -> None:
     (run / "config.json").write_text(json.dumps({"task": "ppo", **cfg.to_dict(), "seeds": [0, 1]}))
     (run / "metadata.json").write_text(json.dumps({"command_line": "ppo-jax train (synthetic)"}))
     updates = np.arange(10)
-    pd.DataFrame({"seed": np.repeat([0, 1], 10), "update": np.tile(updates, 2), "env_steps": np.tile((updates + 1) * 512, 2),
-                  PPO.score: np.linspace(10.0, 200.0, 20)}).to_csv(run / "metrics.csv", index=False)  # fmt: skip
+    pd.DataFrame(
+        {
+            "seed": np.repeat([0, 1], 10),
+            "update": np.tile(updates, 2),
+            "env_steps": np.tile((updates + 1) * 512, 2),
+            PPO.score: np.linspace(10.0, 200.0, 20),
+        }
+    ).to_csv(run / "metrics.csv", index=False)
     (TMP / "empty").mkdir()
     (TMP / "keep").mkdir()
     (TMP / "keep" / "notes.txt").write_text("mine")
@@ -155,16 +163,89 @@ POOLS = {  # values of each kind, right and wrong; every flag also gets JUNK now
     "envs": ["CartPole-v1", "Acrobot-v1", "Pendulum-v1", "CartPole-v2"],
 }
 RUN_KINDS = {  # the flags besides the config fields: which pool their values come from
-    "seeds": "int", "seed": "int", "out": "path", "checkpoint_every": "every", "keep_checkpoints": "int",
-    "log": "log", "eval_episodes": "int", "preset": "preset", "pretrain_seed": "int", "envs": "envs",
-    "chunk_size": "int", "memory_budget": "budget", "part": "part", "cache_dir": "path", "last_percent": "percent",
-    "reps": "int", "baseline": "label", "reference_scores": "path", "normalize": "normalize",
-}  # fmt: skip
-JUNK = ["", "0", "1", "-1", "2", "3", "4", "7", "64", "1024", "1e-3", "0.5", "1.5", "-0.2", "nan", "inf", "-inf",
-          "1e999", str(2**31), str(2**63), str(10**30), "abc", "True", "false", "None", "CartPole-v1", "Pendulum-v1",
-          "Acrobot-v1", "brax/ant", "CartPole-v2", "clip", "kl_adaptive", "tanh", "relu", "linear", "learned", "gae",
-          "mujoco", "brax", "none", "reference", "best-setting", "5%", "0%", "150%", "-5%", "%", "10", "tensorboard",
-          "wandb", "8GiB", "500MB", "lots", "0/2", "1/2", "2/2", "1/0", "-", "--", "default", "clip_eps=0.1"]  # fmt: skip
+    "seeds": "int",
+    "seed": "int",
+    "out": "path",
+    "checkpoint_every": "every",
+    "keep_checkpoints": "int",
+    "log": "log",
+    "eval_episodes": "int",
+    "preset": "preset",
+    "pretrain_seed": "int",
+    "envs": "envs",
+    "chunk_size": "int",
+    "memory_budget": "budget",
+    "part": "part",
+    "cache_dir": "path",
+    "last_percent": "percent",
+    "reps": "int",
+    "baseline": "label",
+    "reference_scores": "path",
+    "normalize": "normalize",
+}
+JUNK = [
+    "",
+    "0",
+    "1",
+    "-1",
+    "2",
+    "3",
+    "4",
+    "7",
+    "64",
+    "1024",
+    "1e-3",
+    "0.5",
+    "1.5",
+    "-0.2",
+    "nan",
+    "inf",
+    "-inf",
+    "1e999",
+    str(2**31),
+    str(2**63),
+    str(10**30),
+    "abc",
+    "True",
+    "false",
+    "None",
+    "CartPole-v1",
+    "Pendulum-v1",
+    "Acrobot-v1",
+    "brax/ant",
+    "CartPole-v2",
+    "clip",
+    "kl_adaptive",
+    "tanh",
+    "relu",
+    "linear",
+    "learned",
+    "gae",
+    "mujoco",
+    "brax",
+    "none",
+    "reference",
+    "best-setting",
+    "5%",
+    "0%",
+    "150%",
+    "-5%",
+    "%",
+    "10",
+    "tensorboard",
+    "wandb",
+    "8GiB",
+    "500MB",
+    "lots",
+    "0/2",
+    "1/2",
+    "2/2",
+    "1/0",
+    "-",
+    "--",
+    "default",
+    "clip_eps=0.1",
+]
 
 
 def _flags(cls) -> dict[str, str]:

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.report import ReportError, intervals, make_report
+from ppo_jax.report import ReportError, intervals, make_report, tables
 from ppo_jax.report.scores import REFERENCE_SCORES
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.sweep.spec import load_spec
@@ -133,10 +133,8 @@ def test_report_writes_every_file(report):
         assert f"({stem}.png)" in index and f'src="{stem}.png"' in (report / "index.html").read_text()
     assert "abc123" in index and "last 5% of its logged updates" in index
     assert '"clip_eps": 0.1' in index and "<details>" in (report / "index.html").read_text()  # each source's config
-    assert (
-        r"\toprule" in (report / "final_return.tex").read_text()
-        and r"\textbf{" in (report / "final_return.tex").read_text()
-    )
+    assert r"\toprule" in (report / "final_return.tex").read_text()
+    assert "bold: the best value of a column whose interval lies wholly above every other" in index
 
 
 def test_final_returns_and_normalized_scores_by_hand(report):
@@ -183,11 +181,40 @@ def test_aggregates_by_hand(report):
     assert ci["low"] <= ci["value"] <= ci["high"] and ci["low"] < ci["high"]
 
 
-def test_bold_marks_the_best_per_env(report):
+def test_bold_only_where_the_intervals_separate(report):
     table = (report / "final_return.md").read_text().splitlines()
     row = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
-    # CartPole IQM over 4 seeds = mean of the middle 2: 0.1 -> (300+400)/2 = 350; 0.2 -> (260.84+500)/2 = 380.42
-    assert "**380 [" in row["clip_eps=0.2"].split(" | ")[1] and "**" not in row["clip_eps=0.1"].split(" | ")[1]
+    # CartPole IQM over 4 seeds = mean of the middle 2: 0.1 -> (300+400)/2 = 350; 0.2 -> (260.84+500)/2 = 380.42,
+    # the larger, but its interval (seeds 100..500) overlaps 0.1's: no bold.
+    assert row["clip_eps=0.2"].split(" | ")[1].startswith("380 [") and "**" not in "".join(table[2:])
+
+
+def test_the_bold_rule_by_hand():
+    # Column a: x = 5 [4, 6] lies above y = 2 [1, 3] and z = 3 [2.5, 3.5] -> x bold. Column b: the best, y = 5 [3, 7],
+    # overlaps x = 4 [3.5, 4.5] -> none bold. Column c, lower is better: z = 1 [0.5, 1.5] below x = 2 [1.6, 3] -> z bold
+    # (y has no value there). Column d has no intervals (published numbers): its best, y = 0.8, is bold.
+    rows = [
+        ("a", "x", 5, 4, 6),
+        ("a", "y", 2, 1, 3),
+        ("a", "z", 3, 2.5, 3.5),
+        ("b", "x", 4, 3.5, 4.5),
+        ("b", "y", 5, 3, 7),
+        ("b", "z", 1, 0, 2),
+        ("c", "x", 2, 1.6, 3),
+        ("c", "z", 1, 0.5, 1.5),
+        ("d", "x", 0.7, np.nan, np.nan),
+        ("d", "y", 0.8, np.nan, np.nan),
+    ]
+    frame = pd.DataFrame(rows, columns=["env", "setting", "iqm", "low", "high"])
+    lines = tables.markdown(frame, ["x", "y", "z"], ["a", "b", "c", "d"], lower_is_better=("c",)).splitlines()
+    cells = {line.split(" | ")[0].strip("| "): [c.strip(" |") for c in line.split(" | ")[1:]] for line in lines[2:]}
+    assert cells["x"] == ["**5.00 [4.00, 6.00]**", "4.00 [3.50, 4.50]", "2.00 [1.60, 3.00]", "0.70"]
+    assert cells["y"] == ["2.00 [1.00, 3.00]", "5.00 [3.00, 7.00]", "", "**0.80**"]
+    assert cells["z"] == ["3.00 [2.50, 3.50]", "1.00 [0.00, 2.00]", "**1.00 [0.50, 1.50]**", ""]
+    # Touching intervals do not separate: x's low equal to another's high is no win.
+    touching = frame.copy()
+    touching.loc[1, "high"] = 4.0
+    assert "**" not in tables.markdown(touching, ["x", "y", "z"], ["a"]).split("\n", 2)[2]
 
 
 def test_sweep_directory_gives_the_same_statistics(inputs, report, tmp_path):

@@ -49,8 +49,15 @@ SWEEP_SPEC = {
 
 def metrics(seed: int, score: str = "episode_return") -> pd.DataFrame:
     updates = np.arange(UPDATES)
-    return pd.DataFrame({"seed": seed, "update": updates, "env_steps": (updates + 1) * 512,
-                         score: np.linspace(10.0, 100.0 + seed, UPDATES), "entropy": np.linspace(0.7, 0.3, UPDATES)})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "seed": seed,
+            "update": updates,
+            "env_steps": (updates + 1) * 512,
+            score: np.linspace(10.0, 100.0 + seed, UPDATES),
+            "entropy": np.linspace(0.7, 0.3, UPDATES),
+        }
+    )
 
 
 def valid_run(task: str) -> dict[str, object]:
@@ -61,23 +68,41 @@ def valid_run(task: str) -> dict[str, object]:
     else:
         cfg = PPOConfig(total_timesteps=UPDATES * 512, num_envs=4, num_steps=128).to_dict()
         table = pd.concat([metrics(s) for s in SEEDS])
-    files = {"config.json": {"task": task, **cfg, "seeds": list(SEEDS)},
-             "metadata.json": {"command_line": "ppo-jax train (synthetic)"}, "metrics.csv": table}  # fmt: skip
+    files = {
+        "config.json": {"task": task, **cfg, "seeds": list(SEEDS)},
+        "metadata.json": {"command_line": "ppo-jax train (synthetic)"},
+        "metrics.csv": table,
+    }
     if task == "ppo":
-        files["evaluation.csv"] = pd.DataFrame([{"seed": s, "policy": p, "episode": e, "return": 10.0 * e, "length": 5}
-                                                for s in SEEDS for p in ("stochastic", "deterministic") for e in range(2)])  # fmt: skip
+        files["evaluation.csv"] = pd.DataFrame(
+            [
+                {"seed": s, "policy": p, "episode": e, "return": 10.0 * e, "length": 5}
+                for s in SEEDS
+                for p in ("stochastic", "deterministic")
+                for e in range(2)
+            ]
+        )
     return files
 
 
 def valid_sweep() -> dict[str, object]:
     spec = load_spec(SWEEP_SPEC)
-    frames = [metrics(seed).assign(env=s.env, setting_id=s.setting_id, clip_eps=s.values["clip_eps"])
-              for s in spec.settings for seed in SEEDS]  # fmt: skip
+    frames = [
+        metrics(seed).assign(env=s.env, setting_id=s.setting_id, clip_eps=s.values["clip_eps"])
+        for s in spec.settings
+        for seed in SEEDS
+    ]
     table = pd.concat(frames, ignore_index=True)
     half = len(table) // 2
-    return {"spec.json": spec_record(spec), "metadata.json": {"sweep": {"name": "battery"}}, "metrics.parquet": table,
-            "plan.json": {"chunks": [{"id": "g000-c00000"}, {"id": "g000-c00001"}]}, "spec.yaml": "grid:\n  clip_eps: [0.1, 0.2]\n",
-            "chunks/g000-c00000.parquet": table.iloc[:half], "chunks/g000-c00001.parquet": table.iloc[half:]}  # fmt: skip
+    return {
+        "spec.json": spec_record(spec),
+        "metadata.json": {"sweep": {"name": "battery"}},
+        "metrics.parquet": table,
+        "plan.json": {"chunks": [{"id": "g000-c00000"}, {"id": "g000-c00001"}]},
+        "spec.yaml": "grid:\n  clip_eps: [0.1, 0.2]\n",
+        "chunks/g000-c00000.parquet": table.iloc[:half],
+        "chunks/g000-c00001.parquet": table.iloc[half:],
+    }
 
 
 def encode(name: str, content) -> bytes:
@@ -96,13 +121,22 @@ def encode(name: str, content) -> bytes:
 
 
 json_junk = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=True), st.text(max_size=8),
-              st.sampled_from(["ppo", "rlhf", "CartPole-v1", "clip", [0, 1], {"name": "x"}])),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True),
+        st.text(max_size=8),
+        st.sampled_from(["ppo", "rlhf", "CartPole-v1", "clip", [0, 1], {"name": "x"}]),
+    ),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=8,
-)  # fmt: skip
-cell_junk = st.one_of(st.sampled_from(["abc", "", "nan", "inf", "-inf", "1e400", 2**70, np.nan, np.inf, -np.inf, -1, 10**9,
-                                       True, None]), st.floats(allow_nan=True), st.text(max_size=4))  # fmt: skip
+)
+cell_junk = st.one_of(
+    st.sampled_from(["abc", "", "nan", "inf", "-inf", "1e400", 2**70, np.nan, np.inf, -np.inf, -1, 10**9, True, None]),
+    st.floats(allow_nan=True),
+    st.text(max_size=4),
+)
 
 
 @st.composite

@@ -45,21 +45,70 @@ ENVS = [
     "",
     "Cart\nPole",
 ]
-WORDS = ["clip", "kl_fixed", "kl_adaptive", "dual_clip", "unclipped", "tanh", "relu", "gelu", "linear", "constant",
-         "gaussian", "tanh_gaussian", "state", "parameter", "orthogonal", "learned", "programmatic", "gae", "broadcast",
-         "spring", "mjx", "ppo", "rlhf", "1e-3", "5_000", "0x10", "nan", ".inf", "-inf", "true", "null", "~", "64x64",
-         "a\nb", "é", "\t", "{", "- x", "&a", "*a", "#"]  # fmt: skip
+WORDS = [
+    "clip",
+    "kl_fixed",
+    "kl_adaptive",
+    "dual_clip",
+    "unclipped",
+    "tanh",
+    "relu",
+    "gelu",
+    "linear",
+    "constant",
+    "gaussian",
+    "tanh_gaussian",
+    "state",
+    "parameter",
+    "orthogonal",
+    "learned",
+    "programmatic",
+    "gae",
+    "broadcast",
+    "spring",
+    "mjx",
+    "ppo",
+    "rlhf",
+    "1e-3",
+    "5_000",
+    "0x10",
+    "nan",
+    ".inf",
+    "-inf",
+    "true",
+    "null",
+    "~",
+    "64x64",
+    "a\nb",
+    "é",
+    "\t",
+    "{",
+    "- x",
+    "&a",
+    "*a",
+    "#",
+]
 HUGE = [2**31, 2**32, 2**63, 2**64, -(2**63), 10**30, 10**400, -(10**400)]
 
 ints = st.one_of(st.integers(-3, 300), st.integers(-(2**70), 2**70), st.sampled_from(HUGE))
-floats = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(-2, 2),
-                   st.sampled_from([0.0, -0.0, 1e-3, 0.1, 0.10000000001, 0.2, 0.5, 0.99, 1.0, 1e-45, 1e-50, 3.5e38]))  # fmt: skip
+floats = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.floats(-2, 2),
+    st.sampled_from([0.0, -0.0, 1e-3, 0.1, 0.10000000001, 0.2, 0.5, 0.99, 1.0, 1e-45, 1e-50, 3.5e38]),
+)
 texts = st.one_of(st.sampled_from(WORDS + ENVS), st.text(max_size=8))
 scalars = st.one_of(st.none(), st.booleans(), ints, floats, texts)
-junk_keys = st.one_of(st.sampled_from(list(TOP_KEYS) + list(FIELDS) + OTHER_NAMES), st.text(max_size=6), st.integers(-2, 3),
-                      st.booleans(), st.none(), st.floats(-1, 1))  # fmt: skip
-junk = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(junk_keys, inner, max_size=4),
-                    max_leaves=12)  # fmt: skip
+junk_keys = st.one_of(
+    st.sampled_from(list(TOP_KEYS) + list(FIELDS) + OTHER_NAMES),
+    st.text(max_size=6),
+    st.integers(-2, 3),
+    st.booleans(),
+    st.none(),
+    st.floats(-1, 1),
+)
+junk = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(junk_keys, inner, max_size=4), max_leaves=12
+)
 
 
 def typical(kind: str):
@@ -161,11 +210,61 @@ def spec_objects(draw):
     return draw(st.just(spec) | st.just(spec) | st.just(spec) | junk)
 
 
-TOKENS = ["grid:", "base:", "zip:", "random:", "seeds:", "envs:", "task:", "env_base:", "clip_eps:", "lr:", "num_samples:",
-          "axes:", "uniform:", "choice:", "\n", "\n  ", "\n    ", " ", "- ", "[", "]", "{", "}", ",", ":", "0.1", "1e-3",
-          "-1", "10000000000000000000000", ".nan", ".inf", "'", '"', "|", ">", "#", "&a ", "*a", "? ", "!!binary ",
-          "!!timestamp 2001-13-45", "!!python/name:os.system", "<<: ", "---", "...", "%YAML 1.2", "\t", "\x00", "\ufeff",
-          "CartPole-v1", "rlhf", "true", "null"]  # fmt: skip
+TOKENS = [
+    "grid:",
+    "base:",
+    "zip:",
+    "random:",
+    "seeds:",
+    "envs:",
+    "task:",
+    "env_base:",
+    "clip_eps:",
+    "lr:",
+    "num_samples:",
+    "axes:",
+    "uniform:",
+    "choice:",
+    "\n",
+    "\n  ",
+    "\n    ",
+    " ",
+    "- ",
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ":",
+    "0.1",
+    "1e-3",
+    "-1",
+    "10000000000000000000000",
+    ".nan",
+    ".inf",
+    "'",
+    '"',
+    "|",
+    ">",
+    "#",
+    "&a ",
+    "*a",
+    "? ",
+    "!!binary ",
+    "!!timestamp 2001-13-45",
+    "!!python/name:os.system",
+    "<<: ",
+    "---",
+    "...",
+    "%YAML 1.2",
+    "\t",
+    "\x00",
+    "\ufeff",
+    "CartPole-v1",
+    "rlhf",
+    "true",
+    "null",
+]
 raw_texts = st.one_of(st.lists(st.sampled_from(TOKENS), max_size=30).map("".join), st.text(max_size=60))
 
 
@@ -208,10 +307,18 @@ def test_raw_text_loads_or_gives_a_spec_error(text):
 
 
 python_junk = st.recursive(
-    st.one_of(scalars, st.binary(max_size=4), st.sampled_from([np.float32(0.1), np.int64(3), np.float64("nan"), np.bool_(True)])),
-    lambda inner: st.lists(inner, max_size=3) | st.lists(inner, max_size=3).map(tuple) | st.dictionaries(junk_keys, inner, max_size=3),
+    st.one_of(
+        scalars,
+        st.binary(max_size=4),
+        st.sampled_from([np.float32(0.1), np.int64(3), np.float64("nan"), np.bool_(True)]),
+    ),
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.lists(inner, max_size=3).map(tuple)
+        | st.dictionaries(junk_keys, inner, max_size=3)
+    ),
     max_leaves=10,
-)  # fmt: skip
+)
 
 
 @battery.battery_settings(max_examples=200)
