@@ -243,7 +243,7 @@ def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
         (["--env", "brax/halfcheeta"], ["unknown environment", "brax/halfcheetah"]),
         (["--preset", "mujoco"], ["preset mujoco", "CartPole-v1 has discrete actions"]),
         (["--preset", "brax", "--env", "Pendulum-v1"], ["preset brax", "brax/halfcheetah", "none for Pendulum-v1"]),
-        (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, brax"]),
+        (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, ppo1, brax"]),
         (["--action-dist", "tanh_gaussian"], ["action_dist tanh_gaussian", "CartPole-v1 has discrete ones"]),
         (["--shared-torso", "--critic-hidden-sizes", "8"], ["critic_hidden_sizes", "excludes shared_torso"]),
     ],
