@@ -38,16 +38,7 @@ TINY_BASE = dict(total_timesteps=1024, num_envs=2, num_steps=64, num_minibatches
 KEY_COLUMNS = ["env", "setting_id", "seed", "update", "env_steps", "clip_eps"]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("xla_cache")
-    old = os.environ.get("PPO_JAX_CACHE_DIR")
-    os.environ["PPO_JAX_CACHE_DIR"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["PPO_JAX_CACHE_DIR"]
-    else:
-        os.environ["PPO_JAX_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("compilation_cache")
 
 
 @pytest.fixture(scope="module")

@@ -29,16 +29,7 @@ from tests.helpers import ROOT
 TINY_SPEC = ROOT / "experiments" / "clip_eps_tiny.yaml"  # 3 clip_eps x seeds [0, 7], 8 updates
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compilation_cache(tmp_path_factory):
-    path = tmp_path_factory.mktemp("xla_cache")
-    old = os.environ.get("PPO_JAX_CACHE_DIR")
-    os.environ["PPO_JAX_CACHE_DIR"] = str(path)
-    yield path
-    if old is None:
-        del os.environ["PPO_JAX_CACHE_DIR"]
-    else:
-        os.environ["PPO_JAX_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("compilation_cache")
 
 
 def sweep_process(out: Path, *args: str) -> subprocess.Popen:
