@@ -4,7 +4,7 @@
     from ppo_jax.rl.train import train            # imports gymnax (and starts a JAX backend)
 
 Layout: one package per task, ``rl/`` (PPO on an environment, task ``ppo``) and
-``rlhf/`` (token-level PPO on sequences, task ``rlhf``), which never import each
+``lm/`` (RL for language models on sequences: tasks ``lm`` and ``rlhf``), which never import each
 other; the modules at the root are shared by every task; ``sweep/``, ``storage/``,
 ``report/`` and ``cli/`` serve every task through ``ppo_jax.task_contract.Task``.
 

@@ -178,7 +178,7 @@ def _is_leaf_value(value) -> bool:
     return isinstance(value, numbers.Real)
 
 
-def _is_concrete(value) -> bool:
+def is_concrete(value) -> bool:
     import jax
 
     return not isinstance(value, jax.core.Tracer)
@@ -186,7 +186,7 @@ def _is_concrete(value) -> bool:
 
 def check_range(name: str, value, *, low=None, high=None, low_open=False, allow_inf=False, hint="") -> None:
     """ConfigError unless every entry of ``value`` lies in the range (tracers are skipped: checked before jit)."""
-    if not _is_concrete(value):
+    if not is_concrete(value):
         return
     array = np.asarray(value, dtype=np.float64)
     if np.any(np.isnan(array)):

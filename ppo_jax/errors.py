@@ -13,6 +13,11 @@ class ConfigError(ValueError):
     """A configuration that cannot run; the message says what is wrong and how to fix it."""
 
 
+class RelationError(ConfigError):
+    """A ConfigError about two fields together (clip_eps_high below clip_eps_low): a sweep spec checks it on whole
+    settings, not on each axis value against the base (``ppo_jax.sweep.spec_axes.validated``)."""
+
+
 class SpecError(ConfigError):
     """A sweep spec that cannot run; the message says where (file, line) and how to fix it."""
 

@@ -1,4 +1,4 @@
-"""Old import paths of modules that moved in 0.2.0, kept for one release with a ``DeprecationWarning``.
+"""Old import paths of modules that moved in 0.2.0 (``ppo_jax.rlhf`` in 0.3.0), kept for one release with a ``DeprecationWarning``.
 
 ``import ppo_jax.train`` (and the other names in ``MOVED``) still works: it gives a
 module whose names are looked up, in order, in the modules that now hold them, so
@@ -36,6 +36,16 @@ MOVED: dict[str, tuple[str, ...]] = {
     "ppo_jax.train": ("ppo_jax.rl.train",),
     "ppo_jax.update": ("ppo_jax.rl.ppo_update",),
     "ppo_jax.update_loop": ("ppo_jax.scan_updates",),
+    "ppo_jax.rlhf": ("ppo_jax.lm",),
+    "ppo_jax.rlhf.config": ("ppo_jax.lm.config", "ppo_jax.lm.validation"),
+    "ppo_jax.rlhf.copy_task": ("ppo_jax.lm.copy_task",),
+    "ppo_jax.rlhf.models": ("ppo_jax.lm.gru", "ppo_jax.lm.models"),
+    "ppo_jax.rlhf.reward_model": ("ppo_jax.lm.reward_model",),
+    "ppo_jax.rlhf.rewards": ("ppo_jax.lm.rewards",),
+    "ppo_jax.rlhf.sft": ("ppo_jax.lm.sft",),
+    "ppo_jax.rlhf.task": ("ppo_jax.lm.task",),
+    "ppo_jax.rlhf.token_loss": ("ppo_jax.lm.token_loss",),
+    "ppo_jax.rlhf.train": ("ppo_jax.lm.train",),
     "ppo_jax.sweep.resume": ("ppo_jax.sweep.sweep_dir",),
 }
 """Old module name -> the modules that now hold its names, searched in order."""
@@ -55,6 +65,8 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
+        if any(name.startswith(module.__name__ + ".") for name in MOVED):
+            module.__path__ = []  # an old package: its old submodules are aliases too
         targets = [importlib.import_module(home) for home in homes]
 
         def __getattr__(name):

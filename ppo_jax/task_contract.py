@@ -1,7 +1,7 @@
 """``Task``: what a sweep, a run directory and a report need from one kind of training.
 
 PPO on an environment is one task (``ppo_jax.rl.task.PPO``), token-level RLHF on
-the copy task another (``ppo_jax.rlhf.task.RLHF``); ``ppo_jax.task_registry`` lists them.
+the copy task another (``ppo_jax.lm.task.RLHF``); ``ppo_jax.task_registry`` lists them.
 A task is a small record:
 
 * its name (in specs, config.json, metadata) and the ``ppo-jax`` command that
@@ -84,6 +84,8 @@ class Task:
     """Config fields whose product is the samples one update consumes (env steps; RLHF: sequences)."""
     command: str = ""
     """The ``ppo-jax`` subcommand that trains it and resumes its runs ("train" for ppo, "rlhf"); empty: the task's name."""
+    unit: str = ""
+    """What ``steps_per_update`` counts; empty: env steps with an env_field, else sequences."""
 
     def __post_init__(self):
         if not self.command:
@@ -158,7 +160,7 @@ class Task:
     @property
     def sample_unit(self) -> str:
         """What ``steps_per_update`` counts: env steps, or (a task without an env) sequences."""
-        return "env steps" if self.env_field else "sequences"
+        return self.unit or ("env steps" if self.env_field else "sequences")
 
     def num_updates(self, cfg) -> int:
         return int(cfg.num_updates)

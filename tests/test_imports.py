@@ -1,5 +1,5 @@
 """The package's import graph: no cycles (module-level or inside functions), the engines imported only as
-engines, and the task packages (``rl``, ``rlhf``) apart: neither imports the other, and the shared modules
+engines, and the task packages (``rl``, ``lm``) apart: neither imports the other, and the shared modules
 import neither (only the registry, the package root, the command line and the moved-module aliases name them).
 
 Every ``import`` / ``from ... import`` of a ``ppo_jax`` module in every source file
@@ -18,8 +18,8 @@ from pathlib import Path
 import ppo_jax
 
 PACKAGE_DIR = Path(ppo_jax.__file__).resolve().parent
-ENGINES = {"ppo_jax.rl.train", "ppo_jax.rlhf.train"}
-TASK_PACKAGES = ("ppo_jax.rl", "ppo_jax.rlhf")
+ENGINES = {"ppo_jax.rl.train", "ppo_jax.lm.train"}
+TASK_PACKAGES = ("ppo_jax.rl", "ppo_jax.lm")
 MAY_NAME_TASKS = {"ppo_jax", "ppo_jax.task_registry", "ppo_jax.moved_modules"}  # and ppo_jax.cli.*
 
 
@@ -101,7 +101,7 @@ def test_the_import_graph_reads_function_level_imports():
     graph = import_graph()
     assert "ppo_jax.rl.envs" in graph["ppo_jax.rl.networks"]  # imported inside make_network
     assert "ppo_jax.rl.config" in graph["ppo_jax.rl.task"]
-    assert "ppo_jax.initializers" in graph["ppo_jax.rlhf.models"]
+    assert "ppo_jax.initializers" in graph["ppo_jax.lm.gru"]
 
 
 def test_no_import_cycles():
@@ -155,7 +155,7 @@ def test_shared_modules_import_no_task_package():
 
 
 def test_the_crossing_check_catches_a_crossing():
-    assert _package_of("ppo_jax.rlhf.models") == "ppo_jax.rlhf" and _package_of("ppo_jax.rl.networks") == "ppo_jax.rl"
+    assert _package_of("ppo_jax.lm.models") == "ppo_jax.lm" and _package_of("ppo_jax.rl.networks") == "ppo_jax.rl"
     assert _package_of("ppo_jax.rlx") is None and _package_of("ppo_jax.losses") is None
 
 

@@ -2,16 +2,18 @@
 
     ppo-jax train [--env ID] [--preset mujoco|brax|none] [--total-timesteps N] [... every PPOConfig field ...]
                   [--seeds N] [--seed S] [--out DIR] [--force] [--no-progress]
-    ppo-jax rlhf [--beta B] [--clip-eps E] [... every RlhfConfig field ...] [--seeds N] [--out DIR]
+    ppo-jax lm [--preset grpo|drgrpo|dapo|gspo|cispo|rloo|reinforce_pp|reinforce_pp_baseline|ppo_rlhf|none]
+               [--problem addition|sort|copy] [--digits N] [... every LmConfig field ...] [--seeds N] [--out DIR]
+    ppo-jax rlhf [--beta B] [--clip-eps-low E] [... every RlhfConfig field ...] [--seeds N] [--out DIR]
     ppo-jax sweep SPEC.yaml --out DIR [--resume] [--force] [--dry-run] [--chunk-size N]
                   [--memory-budget SIZE] [--part I/N] [--distributed] [--cache-dir DIR]
     ppo-jax report RUN_DIR [RUN_DIR ...] --out DIR [--last-percent P] [--reps N] [--baseline LABEL] [--force]
     ppo-jax envs
 
-Modules: ``train`` (train and rlhf: one runner for any task), ``sweep``,
+Modules: ``train`` (train, lm and rlhf: one runner for any task), ``sweep``,
 ``report``, ``common``. Exit status: 0 on success, 2 for input that cannot run
 (message on stderr, starting with ``error:``; tyro uses 2 for flags it cannot
-parse too), 3 when a seed of ``train`` / ``rlhf`` diverged (a non-finite loss or
+parse too), 3 when a seed of ``train`` / ``lm`` / ``rlhf`` diverged (a non-finite loss or
 training state; the run directory is complete and says so; ``--allow-divergence``
 exits 0), 1 if an output directory could not be written, 130 on Ctrl-C.
 """
@@ -26,10 +28,10 @@ import tyro
 from ppo_jax.cli.common import say, stdout_to_devnull
 from ppo_jax.cli.report import Report, run_report
 from ppo_jax.cli.sweep import Sweep, run_sweep
-from ppo_jax.cli.train import Rlhf, Train, run_rlhf, run_train, train_defaults
+from ppo_jax.cli.train import Lm, Rlhf, Train, lm_defaults, run_lm, run_rlhf, run_train, train_defaults
 from ppo_jax.errors import ConfigError
+from ppo_jax.lm.task import LM, RLHF
 from ppo_jax.rl.task import PPO
-from ppo_jax.rlhf.task import RLHF
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,8 +39,8 @@ class Envs:
     """List the environment ids accepted by --env: gymnax ids, Brax tasks (with the [brax] extra), then ppo_jax probe envs."""
 
 
-SUBCOMMANDS = {PPO.command: Train, "sweep": Sweep, "report": Report, RLHF.command: Rlhf, "envs": Envs}
-RUNNERS = {Train: run_train, Sweep: run_sweep, Report: run_report, Rlhf: run_rlhf}
+SUBCOMMANDS = {PPO.command: Train, LM.command: Lm, RLHF.command: Rlhf, "sweep": Sweep, "report": Report, "envs": Envs}
+RUNNERS = {Train: run_train, Lm: run_lm, Sweep: run_sweep, Report: run_report, Rlhf: run_rlhf}
 
 
 def parse(args=None):
@@ -52,6 +54,8 @@ def parse(args=None):
         defaults = train_defaults(args[1:])
         if defaults is not None:
             return tyro.cli(Train, default=defaults, args=args[1:], prog=f"ppo-jax {PPO.command}")
+    if args[:1] == [LM.command]:
+        return tyro.cli(Lm, default=lm_defaults(args[1:]), args=args[1:], prog=f"ppo-jax {LM.command}")
     return tyro.extras.subcommand_cli_from_dict(
         SUBCOMMANDS,
         prog="ppo-jax",

@@ -89,6 +89,15 @@ REFERENCE_SCORES = {
         "1 = every position (RLHF copy task; not a random policy)",
         chance=False,
     ),
+    **{
+        problem: Reference(
+            0.0,
+            1.0,
+            "sampled pass@1's bounds: 0 = no answer right, 1 = every answer (lm task; not a random policy)",
+            chance=False,
+        )
+        for problem in ("addition", "sort")
+    },
 }
 
 

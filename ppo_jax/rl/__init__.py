@@ -17,6 +17,6 @@ Modules, one idea each:
     evaluate.py      fresh episodes with the final parameters
     task.py          PPO as a ``ppo_jax.task_contract.Task``: metric names, score, engine
 
-It imports the shared root (``ppo_jax.*``), never ``ppo_jax.rlhf``.
+It imports the shared root (``ppo_jax.*``), never ``ppo_jax.lm``.
 ``ppo_jax.rl.train.train`` is imported from its module (gymnax starts a JAX backend).
 """

@@ -14,7 +14,7 @@ import zlib
 import numpy as np
 
 from ppo_jax.config_fields import MAX_RUNS, field_names
-from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.errors import ConfigError, RelationError, close_matches
 from ppo_jax.sweep.spec_values import as_number, coerce, column_value, field_kind, short_float, shown
 from ppo_jax.sweep.spec_yaml import Locator
 from ppo_jax.task_contract import Task
@@ -83,9 +83,15 @@ def values_list(raw, ctx: SpecContext, path: tuple, name: str | None = None) -> 
 
 
 def validated(ctx: SpecContext, path: tuple, **values):
-    """The base config with ``values`` replaced, validated; errors point at ``path``."""
+    """The base config with ``values`` replaced, validated; errors point at ``path``.
+
+    A RelationError (a value that contradicts another field of the base) is left to the check of whole
+    settings: a zip row may change both fields together. None then.
+    """
     try:
         return ctx.task.validate(ctx.base.replace(**values))
+    except RelationError:
+        return None
     except ConfigError as error:
         raise ctx.error(path, str(error)) from None
 

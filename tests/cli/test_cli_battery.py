@@ -37,9 +37,9 @@ from ppo_jax.cli.report import Report
 from ppo_jax.cli.sweep import Sweep
 from ppo_jax.cli.train import Rlhf, Train
 from ppo_jax.config_fields import field_names
+from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.task import PPO
-from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.sweep.spec_values import field_kind
 from tests import battery
 from tests.battery import ReachedTraining

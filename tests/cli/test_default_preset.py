@@ -269,9 +269,9 @@ def test_resuming_a_brax_run_from_before_default_presets_keeps_its_config(tmp_pa
 
 def test_each_task_knows_its_command():
     from ppo_jax.cli import SUBCOMMANDS
+    from ppo_jax.lm.task import RLHF
     from ppo_jax.rl.config import PPOConfig
     from ppo_jax.rl.task import PPO
-    from ppo_jax.rlhf.task import RLHF
     from ppo_jax.task_contract import Task
 
     assert (PPO.name, PPO.command) == ("ppo", "train") and (RLHF.name, RLHF.command) == ("rlhf", "rlhf")
@@ -281,7 +281,7 @@ def test_each_task_knows_its_command():
 
 
 def test_resuming_with_the_other_tasks_command_names_the_right_one(tmp_path, runs, capsys):
-    from ppo_jax.rlhf.config import RlhfConfig
+    from ppo_jax.lm.config import RlhfConfig
 
     out = tmp_path / "my run"
     unfinished_run(out, RlhfConfig().to_dict(), {"seeds": [0]}, task="rlhf")

@@ -28,9 +28,9 @@ from hypothesis import strategies as st
 import ppo_jax.report.build
 import ppo_jax.report.figures
 from ppo_jax.cli import main
+from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.report import scores
 from ppo_jax.rl.config import PPOConfig
-from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.sweep.spec import load_spec
 from ppo_jax.sweep.sweep_dir import spec_record
 from tests import battery

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 
 from ppo_jax.errors import ConfigError
+from ppo_jax.lm.config import RlhfConfig
+from ppo_jax.lm.task import METRIC_NAMES as RLHF_METRIC_NAMES
+from ppo_jax.lm.task import RLHF
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.normalization import RunningMeanStd
 from ppo_jax.rl.task import METRIC_NAMES, PPO
-from ppo_jax.rlhf.config import RlhfConfig
-from ppo_jax.rlhf.task import METRIC_NAMES as RLHF_METRIC_NAMES
-from ppo_jax.rlhf.task import RLHF
 from ppo_jax.storage.atomic import write_json
 from ppo_jax.storage.run_dir import (
     config_record,

@@ -15,10 +15,10 @@ import pytest
 
 from ppo_jax import PPOConfig, SpecError
 from ppo_jax.cli import main
+from ppo_jax.lm.config import PRETRAIN_FIELDS, RlhfConfig
+from ppo_jax.lm.task import RLHF
 from ppo_jax.rl import brax_envs
 from ppo_jax.rl.task import PPO
-from ppo_jax.rlhf.config import PRETRAIN_FIELDS, RlhfConfig
-from ppo_jax.rlhf.task import RLHF
 from ppo_jax.sweep.plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
 from ppo_jax.sweep.spec import from_dict, load_spec
 from ppo_jax.sweep.spec_yaml import parse_yaml
@@ -151,17 +151,17 @@ def test_hidden_sizes_and_bools_as_axes():
 
 def test_rlhf_grid_over_beta_and_clip_eps():
     spec = from_dict(
-        {"task": "rlhf", "base": RLHF_BASE, "seeds": 3, "grid": {"beta": [0.0, 0.1], "clip_eps": [0.1, 0.2]}}
+        {"task": "rlhf", "base": RLHF_BASE, "seeds": 3, "grid": {"beta": [0.0, 0.1], "clip_eps_low": [0.1, 0.2]}}
     )
-    assert spec.task is RLHF and spec.envs == ("copy",) and spec.axes == ("beta", "clip_eps")
+    assert spec.task is RLHF and spec.envs == ("copy",) and spec.axes == ("beta", "clip_eps_low")
     assert [s.values for s in spec.settings] == [
-        {"beta": 0.0, "clip_eps": 0.1},
-        {"beta": 0.0, "clip_eps": 0.2},
-        {"beta": 0.1, "clip_eps": 0.1},
-        {"beta": 0.1, "clip_eps": 0.2},
+        {"beta": 0.0, "clip_eps_low": 0.1},
+        {"beta": 0.0, "clip_eps_low": 0.2},
+        {"beta": 0.1, "clip_eps_low": 0.1},
+        {"beta": 0.1, "clip_eps_low": 0.2},
     ]
     setting = spec.settings[3]
-    assert setting.cfg == RlhfConfig(**RLHF_BASE, beta=0.1, clip_eps=0.2) and setting.cfg.beta.dtype == np.float32
+    assert setting.cfg == RlhfConfig(**RLHF_BASE, beta=0.1, clip_eps_low=0.2) and setting.cfg.beta.dtype == np.float32
     assert [s.env for s in spec.settings] == ["copy"] * 4 and spec.seeds == (0, 1, 2)
     assert spec.canonical["task"] == "rlhf" and spec.canonical["pretrain"] == {"seed": 0, "per_setting": False}
     groups = group_pairs(spec)  # traced leaves only: one program for all 12 runs
@@ -202,6 +202,8 @@ PRETRAIN_AXES = {
     "sft_steps": [10, 20],
     "rm_steps": [10, 20],
     "pretrain_batch": [16, 32],
+    "sft_target_accuracy": [0.2, 0.5],
+    "sft_eval_every": [5, 10],
 }
 
 
@@ -340,13 +342,14 @@ def test_example_specs_load():
     assert len(tiny.settings) == 3 and tiny.seeds == (0, 7) and tiny.base.num_updates == 8
     random = load_spec(ROOT / "experiments" / "lr_ent_random.yaml")
     assert len(random.settings) == 64 and len(group_pairs(random)) == 2 and random.log_every == 5
-    # The RLHF frontier (beta x clip_eps), a sweep of task rlhf: one program, pretraining shared.
+    # The RLHF frontier (beta x a symmetric clip range), a sweep of task rlhf: one program, pretraining shared.
     quick = load_spec(ROOT / "experiments" / "rlhf_frontier_quick.yaml")
-    assert quick.axes == ("clip_eps", "beta") and len(quick.settings) * len(quick.seeds) == 60
-    assert sorted({s.values["clip_eps"] for s in quick.settings}) == [0.1, 0.15, 0.2, 0.3]
+    assert quick.axes == ("beta", "clip_eps_low", "clip_eps_high") and len(quick.settings) * len(quick.seeds) == 60
+    assert sorted({s.values["clip_eps_low"] for s in quick.settings}) == [0.1, 0.15, 0.2, 0.3]
+    assert all(s.values["clip_eps_low"] == s.values["clip_eps_high"] for s in quick.settings)
     assert len(group_pairs(quick)) == 1 and (quick.pretrain_seed, quick.pretrain_per_setting) == (0, False)
     paper = load_spec(ROOT / "experiments" / "rlhf_frontier.yaml")
-    assert sorted({s.values["clip_eps"] for s in paper.settings}) == [0.1, 0.15, 0.2, 0.3]
+    assert sorted({s.values["clip_eps_low"] for s in paper.settings}) == [0.1, 0.15, 0.2, 0.3]
 
 
 def test_brax_specs_load_with_the_mujoco_preset_and_per_env_backends():

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from ppo_jax.config_fields import field_names
 from ppo_jax.errors import ConfigError
+from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.rl.config import PPOConfig
-from ppo_jax.rlhf.config import RlhfConfig
 from ppo_jax.sweep.spec import TOP_KEYS, SweepSpec, from_dict, load_spec
 from ppo_jax.sweep.spec_axes import DISTRIBUTIONS, RANDOM_KEYS
 from ppo_jax.sweep.spec_values import field_kind

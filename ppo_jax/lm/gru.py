@@ -1,4 +1,4 @@
-"""A small recurrent language model in Flax linen, used for all four RLHF models.
+"""A small recurrent language model in Flax linen (``cfg.model = "gru"``): actor, reference, critic, reward model.
 
 ``SeqModel`` maps one token and a GRU carry to the next carry and an output:
 logits over the vocabulary (actor, reference; ``out_dim = vocab_size``) or a
@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax.initializers import orthogonal
-from ppo_jax.rlhf.copy_task import EOS, PAD
+from ppo_jax.lm.copy_task import EOS, PAD
 
 
 class SeqModel(nn.Module):
@@ -67,15 +67,6 @@ def run(model: SeqModel, params, tokens: jax.Array) -> jax.Array:
     return _scan(model, params, carry, tokens)[1]
 
 
-def response_outputs(model: SeqModel, params, sequence: jax.Array, prompt_len: int) -> jax.Array:
-    """``[B, L, out_dim]``: the output that predicts (or values the state before) each response token.
-
-    Row ``t`` is computed from the prompt and response tokens ``0..t-1``: logits of
-    pi(. | s_t) for the actor, V(s_t) for the critic.
-    """
-    return run(model, params, sequence[:, :-1])[:, prompt_len - 1 :]
-
-
 def generate(model: SeqModel, params, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
     """Sample responses ``[B, L]`` for ``prompt [B, P]`` at temperature 1; PAD after the first EOS."""
     carry = jnp.zeros(prompt.shape[:1] + (model.hidden_dim,), jnp.float32)
@@ -90,8 +81,3 @@ def generate(model: SeqModel, params, key: jax.Array, prompt: jax.Array, max_res
 
     _, response = lax.scan(step, (carry, outputs[:, -1], ended), jax.random.split(key, max_response_len))
     return response.T
-
-
-def score_at(outputs: jax.Array, position: jax.Array) -> jax.Array:
-    """``outputs [B, T, 1]`` read at ``position [B]``: ``[B]``."""
-    return jnp.take_along_axis(outputs[..., 0], position[:, None].astype(jnp.int32), axis=1)[:, 0]

@@ -7,12 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax.rlhf import copy_task
-from ppo_jax.rlhf.config import RlhfConfig
-from ppo_jax.rlhf.reward_model import learned_score, pairwise_accuracy, preference_pairs, programmatic_score
-from ppo_jax.rlhf.sft import demonstration_nll
-from ppo_jax.rlhf.task import METRIC_NAMES
-from ppo_jax.rlhf.train import make_models, pretrain, train
+from ppo_jax.lm import copy_task
+from ppo_jax.lm.config import RlhfConfig
+from ppo_jax.lm.copy_task import score as programmatic_score
+from ppo_jax.lm.reward_model import learned_score, pairwise_accuracy, preference_pairs
+from ppo_jax.lm.sft import demonstration_nll
+from ppo_jax.lm.task import METRIC_NAMES
+from ppo_jax.lm.train import make_models, pretrain, train
 
 TINY = RlhfConfig(
     hidden_dim=32, num_prompts=64, num_minibatches=4, update_epochs=4, num_updates=16, sft_steps=200, rm_steps=200
@@ -98,7 +99,7 @@ def test_ppo_raises_the_score_and_beta_does_not_recompile(pretrained, traced_tra
     # Other values of every traced leaf reuse the program.
     other = fn(
         _stack(
-            TINY.replace(beta=np.float32(0.3), clip_eps=np.float32(0.1), ent_coef=np.float32(0.01)),
+            TINY.replace(beta=np.float32(0.3), clip_eps_low=np.float32(0.1), ent_coef=np.float32(0.01)),
             TINY.replace(beta=np.float32(0.01), lr=np.float32(3e-4), gamma=np.float32(0.9)),
         ),
         key,

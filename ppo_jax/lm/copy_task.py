@@ -4,7 +4,7 @@ Vocabulary: ``PAD = 0``, ``EOS = 1``, content tokens ``2 .. vocab_size - 1``. A
 prompt is ``prompt_len`` content tokens drawn uniformly; the policy writes a
 response of at most ``max_response_len`` tokens, one at a time, until it emits
 EOS. The intended response ("what the labellers want") is the prompt followed by
-EOS; the programmatic scorer (``reward_model.programmatic_score``) counts how
+EOS; the programmatic scorer (``score``) counts how
 many of those ``prompt_len + 1`` positions the response gets right.
 
 Demonstrations, for the supervised warm start and the preference pairs, come from
@@ -81,3 +81,10 @@ def demonstrate(
 def join(prompt: jax.Array, response: jax.Array) -> jax.Array:
     """The sequence ``[..., P + L]``: prompt then response."""
     return jnp.concatenate([prompt.astype(jnp.int32), response.astype(jnp.int32)], axis=-1)
+
+
+def score(prompt: jax.Array, response: jax.Array) -> jax.Array:
+    """Share of the ``P + 1`` positions of the intended response (prompt, EOS) that ``response`` matches; ``[B]`` in [0, 1]."""
+    prompt_len = prompt.shape[-1]
+    target = target_response(prompt, response.shape[-1])
+    return (response[..., : prompt_len + 1] == target[..., : prompt_len + 1]).mean(-1).astype(jnp.float32)

@@ -13,7 +13,7 @@ import tyro
 from ppo_jax.cli import parse
 from ppo_jax.cli.train import Rlhf, run_rlhf
 from ppo_jax.errors import ConfigError
-from ppo_jax.rlhf.config import RlhfConfig
+from ppo_jax.lm.config import RlhfConfig
 
 
 def test_flags_parse_into_the_config():
@@ -44,7 +44,7 @@ def test_bad_config_is_a_config_error():
 
 def test_bad_flag_values_fail_before_compiling():
     args = tyro.cli(Rlhf, args=["--clip-eps", "0"])
-    with pytest.raises(ConfigError, match="clip_eps must be > 0"):
+    with pytest.raises(ConfigError, match="clip_eps_low must be > 0"):
         run_rlhf(args, ["ppo-jax", "rlhf", "--clip-eps", "0"])
 
 

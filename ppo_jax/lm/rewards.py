@@ -57,6 +57,7 @@ def advantages(
     *,
     gamma: jax.typing.ArrayLike,
     gae_lambda: jax.typing.ArrayLike,
+    critic_lambda: jax.typing.ArrayLike | None = None,
     mode: str = "gae",
 ) -> tuple[jax.Array, jax.Array]:
     """``(advantages, value targets)``, both ``[B, L]``, 0 on padding.
@@ -66,16 +67,23 @@ def advantages(
       values: ``[B, L]`` V(s_t), the critic before response token t.
       mask: ``[B, L]`` response tokens.
       gamma, gae_lambda: scalars, may be traced.
+      critic_lambda: the lambda of the value targets (None: gae_lambda). VC-PPO
+        (Yuan et al. 2025) decouples them: 1.0 for the critic (Monte Carlo
+        targets, no bias from an untrained critic), 0.95 for the actor.
       mode: ``"gae"`` (per-token GAE) or ``"broadcast"`` (the sequence's return
         minus V(s_0) on every token); the value targets are the GAE returns in both.
     """
     values = jnp.where(mask, values, 0.0)
     next_values = jnp.concatenate([values[:, 1:], jnp.zeros_like(values[:, :1])], axis=1)
     ended = jnp.arange(mask.shape[-1]) >= last_index(mask)[:, None]  # the last token and the padding after it
-    adv, targets = compute_gae(
-        rewards.T, values.T, next_values.T, ended.T, ended.T, gamma=gamma, gae_lambda=gae_lambda
-    )  # time-major [L, B]
-    adv, targets = adv.T, targets.T
+
+    def gae(lam):  # time-major [L, B] inside
+        adv, targets = compute_gae(rewards.T, values.T, next_values.T, ended.T, ended.T, gamma=gamma, gae_lambda=lam)
+        return adv.T, targets.T
+
+    adv, targets = gae(gae_lambda)
+    if critic_lambda is not None:
+        targets = gae(critic_lambda)[1]
     if mode == "broadcast":
         discount = gamma ** jnp.arange(mask.shape[-1], dtype=jnp.float32)
         sequence_adv = (rewards * discount).sum(-1) - values[:, 0]

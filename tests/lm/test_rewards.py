@@ -6,11 +6,13 @@ import numpy as np
 import pytest
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.rlhf import copy_task
-from ppo_jax.rlhf.config import RlhfConfig, validate
-from ppo_jax.rlhf.reward_model import bradley_terry_loss, pairwise_accuracy, programmatic_score
-from ppo_jax.rlhf.rewards import advantages, kl_rewards, place_score, token_rewards
-from ppo_jax.rlhf.token_loss import SequenceBatch, loss_from_outputs
+from ppo_jax.lm import copy_task
+from ppo_jax.lm.config import RlhfConfig
+from ppo_jax.lm.copy_task import score as programmatic_score
+from ppo_jax.lm.reward_model import bradley_terry_loss, pairwise_accuracy
+from ppo_jax.lm.rewards import advantages, kl_rewards, place_score, token_rewards
+from ppo_jax.lm.token_loss import SequenceBatch, loss_from_outputs
+from ppo_jax.lm.validation import validate
 
 # Under jit: one compilation per function instead of one per eager op (seconds on a loaded 2-core CPU).
 advantages = jax.jit(advantages, static_argnames="mode")
@@ -126,13 +128,17 @@ def test_masked_tokens_get_exactly_zero_gradient():
         value=jnp.asarray(rng.normal(size=(num, length)), jnp.float32),
         advantage=jnp.asarray(rng.normal(size=(num, length)), jnp.float32),
         target=jnp.asarray(rng.normal(size=(num, length)), jnp.float32),
+        ref_log_prob=jnp.asarray(rng.normal(size=(num, length)) - 2.0, jnp.float32),
+        cov_key=jnp.zeros((num,), jnp.uint32),
     )
-    cfg = RlhfConfig(ent_coef=0.01, clip_vloss=False)  # a clipped value loss has zero gradient by design
+    cfg = RlhfConfig(
+        ent_coef=0.01, clip_vloss=False, kl_mode="loss", kl_estimator="k3"
+    )  # a clipped value loss has zero gradient by design
     logits = jnp.asarray(rng.normal(size=(num, prompt_len + length - 1, vocab)), jnp.float32)
     values = jnp.asarray(rng.normal(size=(num, prompt_len + length - 1)), jnp.float32)
 
     def loss(logits, values):
-        return loss_from_outputs(logits, values, batch, cfg, prompt_len=prompt_len)[0]
+        return loss_from_outputs(logits, values, batch, cfg, 0.1, prompt_len=prompt_len)[0]
 
     grad_logits, grad_values = jax.jit(jax.grad(loss, argnums=(0, 1)))(logits, values)
     # Row r of the outputs predicts sequence token r + 1: rows < prompt_len - 1 predict prompt tokens,
@@ -209,15 +215,38 @@ def test_legacy_anneal_lr_becomes_lr_schedule():
 
 
 def test_inert_fields_of_rlhf():
-    assert RlhfConfig().inert_fields() == {}  # learned reward model, SFT, value clipping: every field is used
-    programmatic = RlhfConfig(reward_model="programmatic").inert_fields()
-    assert set(programmatic) == {"rm_steps", "rm_lr", "bt_temperature"}
-    assert set(RlhfConfig(reward_model="programmatic", sft_steps=0).inert_fields()) == {
+    # What the RLHF configuration never reads: the arithmetic problems, the transformer, the critic-free and
+    # entropy-control switches, the final evaluation (the rlhf task has none).
+    unused = {
+        "digits",
+        "scratchpad",
+        "model_dim",
+        "num_layers",
+        "num_heads",
+        "adv_eps",
+        "dual_clip_c",
+        "kl_target",
+        "kl_horizon",
+        "clip_cov_fraction",
+        "clip_cov_low",
+        "clip_cov_high",
+        "kl_cov_fraction",
+        "kl_cov_coef",
+        "overlong_coef",
+        "format_reward",
+        "eval_prompts",
+    }
+    assert set(RlhfConfig().inert_fields()) == unused  # learned reward model, SFT, value clipping: all used
+    programmatic = set(RlhfConfig(reward_model="programmatic").inert_fields()) - unused
+    assert programmatic == {"rm_steps", "rm_lr", "bt_temperature"}
+    assert set(RlhfConfig(reward_model="programmatic", sft_steps=0).inert_fields()) - unused == {
         "rm_steps",
         "rm_lr",
         "bt_temperature",
         "sft_lr",
         "demo_noise",
         "pretrain_batch",
+        "sft_target_accuracy",
+        "sft_eval_every",
     }
-    assert set(RlhfConfig(clip_vloss=False).inert_fields()) == {"vf_clip_eps"}
+    assert set(RlhfConfig(clip_vloss=False).inert_fields()) - unused == {"vf_clip_eps"}

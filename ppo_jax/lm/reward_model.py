@@ -1,11 +1,10 @@
-"""Sequence-level scores: the task's programmatic scorer and a Bradley-Terry reward model trained on it.
+"""The learned reward model: a Bradley-Terry model of preferences labelled by the task's programmatic score.
 
-The **programmatic scorer** is transparent: the share of the intended response's
-``P + 1`` positions (the prompt, then EOS) that the response gets right.
-
-The **learned reward model** is what RLHF actually optimises (Christiano et al.
-2017; Stiennon et al. 2020, sec. 3.4; Ouyang et al. 2022, sec. 3.5): a GRU that
-reads prompt and response and outputs a scalar at the response's last token,
+The programmatic score is the problem's rule (``problems.verify``: the copy
+task's share of positions right; correctness of an arithmetic answer). The
+**learned reward model** is what RLHF actually optimises (Christiano et al.
+2017; Stiennon et al. 2020, sec. 3.4; Ouyang et al. 2022, sec. 3.5): a model of the
+run's architecture that reads prompt and response and outputs a scalar at the response's last token,
 trained on synthetic preference pairs. Each pair is two demonstrations of one
 prompt at independent noise levels (uniform in [0, 1]); the "labeller" prefers
 a over b with probability ``sigmoid((s_a - s_b) / bt_temperature)``, ``s`` the
@@ -21,22 +20,16 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ppo_jax.rlhf import copy_task
-from ppo_jax.rlhf.models import SeqModel, run, score_at
-from ppo_jax.rlhf.sft import fit
+from ppo_jax.lm import copy_task, problems
+from ppo_jax.lm.models import run, score_at
+from ppo_jax.lm.sft import fit
 
 
-def programmatic_score(prompt: jax.Array, response: jax.Array) -> jax.Array:
-    """Share of the ``P + 1`` positions of the intended response (prompt, EOS) that ``response`` matches; ``[B]`` in [0, 1]."""
-    prompt_len = prompt.shape[-1]
-    target = copy_task.target_response(prompt, response.shape[-1])
-    return (response[..., : prompt_len + 1] == target[..., : prompt_len + 1]).mean(-1).astype(jnp.float32)
-
-
-def learned_score(model: SeqModel, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
+def learned_score(model: nn.Module, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
     """The reward model's scalar at the response's last token (EOS, or the last one at the maximum length); ``[B]``."""
     outputs = run(model, params, copy_task.join(prompt, response))
     return score_at(outputs, prompt.shape[-1] + copy_task.response_length(response) - 1)
@@ -52,11 +45,11 @@ class PreferencePairs(NamedTuple):
 def preference_pairs(key: jax.Array, cfg, num: int) -> PreferencePairs:
     """``num`` synthetic comparisons labelled by a noisy Bradley-Terry labeller (see the module docstring)."""
     prompt_key, noise_key, a_key, b_key, label_key = jax.random.split(key, 5)
-    prompt = copy_task.sample_prompts(prompt_key, num, cfg.prompt_len, cfg.vocab_size)
+    prompt = problems.sample_prompts(cfg, prompt_key, num)
     noise = jax.random.uniform(noise_key, (2, num, 1))
-    response_a = copy_task.demonstrate(a_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[0])
-    response_b = copy_task.demonstrate(b_key, prompt, cfg.max_response_len, cfg.vocab_size, noise[1])
-    margin = programmatic_score(prompt, response_a) - programmatic_score(prompt, response_b)
+    response_a = problems.demonstrate(cfg, a_key, prompt, noise[0])
+    response_b = problems.demonstrate(cfg, b_key, prompt, noise[1])
+    margin = problems.verify(cfg, prompt, response_a).score - problems.verify(cfg, prompt, response_b).score
     a_preferred = jax.random.bernoulli(label_key, jax.nn.sigmoid(margin / cfg.bt_temperature))
     return PreferencePairs(prompt, response_a, response_b, a_preferred.astype(jnp.float32))
 
@@ -67,7 +60,7 @@ def bradley_terry_loss(score_a: jax.Array, score_b: jax.Array, a_preferred: jax.
     return -jax.nn.log_sigmoid(margin).mean()
 
 
-def train_reward_model(cfg, model: SeqModel, params, key: jax.Array) -> tuple[object, jax.Array]:
+def train_reward_model(cfg, model: nn.Module, params, key: jax.Array) -> tuple[object, jax.Array]:
     """``cfg.rm_steps`` Adam steps on fresh preference pairs; returns (params, losses [rm_steps])."""
 
     def loss_fn(p, step_key):

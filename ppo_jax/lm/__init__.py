@@ -1,0 +1,44 @@
+"""RL for language models at a scale where seeds are cheap: SFT, then PPO, GRPO and their relatives, every choice a switch.
+
+A small causal transformer (or a GRU) is fine-tuned on demonstrations of a task
+(SFT; the frozen copy is the reference), then trained by RL on its own samples:
+``group_size`` responses to each prompt, scored by the task's verifier (n-digit
+addition, sorting, the copy task) or by a learned Bradley-Terry reward model,
+turned into per-token advantages by a critic (PPO-RLHF: Ziegler et al. 2019;
+Ouyang et al. 2022) or by group statistics (GRPO and the DeepSeek-R1 line), and
+minimised with the chosen ratio, clip, aggregation and KL. Two tasks share the
+engine: ``lm`` (LmConfig, ``ppo-jax lm``) and ``rlhf`` (RlhfConfig: PPO-RLHF on
+the copy task with a GRU, as before 0.3.0, ``ppo-jax rlhf``). docs/lm.md gives
+the formula of every switch and its name in verl and TRL.
+
+Modules, one idea each:
+
+    config.py          LmConfig (and RlhfConfig, its RLHF defaults): static fields and float32 leaves
+    validation.py      validate(cfg): every bad input as a ConfigError with its fix
+    presets.py         the published recipes by name (grpo, dapo, gspo, cispo, rloo, ...)
+    vocabulary.py      the tokens of the arithmetic tasks
+    addition_task.py   n-digit addition (reversed digits), optional carry scratchpad
+    sort_task.py       sorting a digit list, optional counting scratchpad
+    copy_task.py       the RLHF toy: copy the prompt, then stop; EOS masks
+    problems.py        one interface over the three tasks: sizes, prompts, demonstrations, verify
+    verifier.py        answer extraction, correctness, format reward, DAPO's overlong punishment
+    transformer.py     the causal decoder with an explicit key-value cache
+    gru.py             the GRU model
+    models.py          the run's models (policy, scalar) and the interface over both architectures
+    sft.py             supervised warm start, stopped at a target sampled accuracy
+    pass_rates.py      sampled pass@1 and unbiased pass@k
+    reward_model.py    the Bradley-Terry reward model on synthetic preferences
+    rewards.py         per-token KL reward, score placement, critic GAE (separate actor and critic lambda)
+    group_advantages.py GRPO, Dr. GRPO, RLOO, REINFORCE++ (and its group baseline) advantages
+    kl_estimators.py   k1, k2, k3 (Schulman 2020)
+    policy_objectives.py clip (eps_low / eps_high, dual clip), CISPO, REINFORCE; token or sequence (GSPO) ratio
+    loss_aggregation.py token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm
+    covariance_regularizers.py Clip-Cov and KL-Cov (Cui et al. 2025)
+    token_loss.py      the minibatch loss from those pieces
+    train.py           pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable; the engine
+    task.py            the lm and rlhf ``Task`` records: metric names, score, shared pretraining
+
+Sweep with ``ppo-jax sweep`` (``task: lm`` or ``task: rlhf``) and report with
+``ppo-jax report``: the same machinery as PPO. ``ppo_jax.lm.train.train`` is
+imported from its module (this package exports no names).
+"""

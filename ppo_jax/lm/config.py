@@ -1,0 +1,316 @@
+"""LmConfig: every setting of an RL run on a sequence task, as one frozen pytree; RlhfConfig, its RLHF defaults.
+
+As ``ppo_jax.rl.config.PPOConfig`` (both build on ``ppo_jax.config_fields.ConfigBase``):
+fields that set a shape or a Python branch are static (changing one compiles a new
+program); every numeric hyperparameter is a float32 leaf, so ``jax.vmap(train)``
+over stacked configs sweeps beta, clip_eps_low, ent_coef, lr, ... in one program.
+The pretraining fields (``PRETRAIN_FIELDS``) only shape the SFT model and the
+reward model, which a sweep shares between settings unless told otherwise.
+
+``LmConfig``'s defaults are GRPO (Shao et al. 2024) on 3-digit addition with a
+small transformer (task ``lm``); ``RlhfConfig`` is the same class with the
+defaults of token-level PPO-RLHF on the copy task with a GRU (task ``rlhf``, as
+before 0.3.0, so old run directories load into the run they were). The formula
+behind every switch is in docs/lm.md and in the module each switch selects.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from flax import struct
+
+from ppo_jax.config_fields import (
+    ConfigBase,
+    leaf,
+    static,
+)
+from ppo_jax.schedules import Schedule
+
+Problem = Literal["addition", "sort", "copy"]
+PROBLEMS = ("addition", "sort", "copy")
+Model = Literal["transformer", "gru"]
+MODELS = ("transformer", "gru")
+RewardModel = Literal["programmatic", "learned"]
+REWARD_MODELS = ("programmatic", "learned")
+Advantage = Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae", "broadcast"]
+ADVANTAGES = ("grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae", "broadcast")
+CRITIC_ADVANTAGES = ("gae", "broadcast")
+"""Advantages that need a critic (the others use group or batch statistics of the rewards)."""
+GROUP_ADVANTAGES = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
+"""Advantages that compare the samples of one prompt (need group_size >= 2)."""
+Ratio = Literal["token", "sequence"]
+RATIOS = ("token", "sequence")
+PolicyLoss = Literal["clip", "cispo", "pg"]
+POLICY_LOSSES = ("clip", "cispo", "pg")
+LossAgg = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
+LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+KlMode = Literal["loss", "reward", "none"]
+KL_MODES = ("loss", "reward", "none")
+KlEstimator = Literal["k1", "k2", "k3"]
+KL_ESTIMATORS = ("k1", "k2", "k3")
+CovReg = Literal["none", "clip_cov", "kl_cov"]
+COV_REGS = ("none", "clip_cov", "kl_cov")
+
+PRETRAIN_FIELDS = (
+    "sft_steps",
+    "rm_steps",
+    "pretrain_batch",
+    "demo_noise",
+    "sft_lr",
+    "rm_lr",
+    "bt_temperature",
+    "sft_target_accuracy",
+    "sft_eval_every",
+)
+"""Fields read only by pretraining (``ppo_jax.lm.train.pretrain``): SFT and the reward model."""
+
+
+@struct.dataclass
+class LmConfig(ConfigBase):
+    """Configuration of one run: SFT warm start, (optionally) a reward model, then RL on sampled responses."""
+
+    # ----- static: changing one compiles a new program -----
+    problem: Problem = static("addition")
+    """Task: 'addition' (n-digit, reversed digits, verifiable), 'sort' (a digit list, verifiable), 'copy' (RLHF toy)."""
+    digits: int = static(3)
+    """addition: digits per operand; sort: digits in the list."""
+    scratchpad: bool = static(False)
+    """addition/sort: a free scratchpad before an answer marker; only the answer after the marker is checked."""
+    vocab_size: int = static(10)
+    """copy: tokens (PAD, EOS and vocab_size - 2 content tokens); the arithmetic tasks have their own vocabulary."""
+    prompt_len: int = static(4)
+    """copy: content tokens per prompt."""
+    max_response_len: int = static(0)
+    """Longest response, EOS included; 0: the longest demonstration + 2 (with scratchpad: twice the longest)."""
+    model: Model = static("transformer")
+    """Policy (and critic, reward model) architecture: 'transformer' (causal decoder) or 'gru'."""
+    model_dim: int = static(64)
+    """transformer: width of the residual stream."""
+    num_layers: int = static(2)
+    """transformer: decoder blocks."""
+    num_heads: int = static(4)
+    """transformer: attention heads (divides model_dim)."""
+    embed_dim: int = static(16)
+    """gru: token embedding width."""
+    hidden_dim: int = static(64)
+    """gru: GRU width."""
+    num_prompts: int = static(64)
+    """Prompts per update."""
+    group_size: int = static(8)
+    """Responses sampled per prompt (G): an update trains on num_prompts x group_size sequences."""
+    num_minibatches: int = static(4)
+    """Minibatches per epoch; must divide num_prompts x group_size. Sequences are kept whole."""
+    update_epochs: int = static(1)
+    """Passes over each batch of sequences."""
+    num_updates: int = static(200)
+    """Updates (sample, score, advantages, epochs of minibatch steps)."""
+    reward_model: RewardModel = static("programmatic")
+    """Sequence score: 'programmatic' (the task's verifier) or 'learned' (a Bradley-Terry model of its preferences)."""
+    advantage: Advantage = static("grpo")
+    """grpo (group z-score), drgrpo (group mean only), rloo (leave-one-out mean), reinforce_pp (batch-whitened return-to-go), reinforce_pp_baseline (group mean, then batch whitening), gae (critic), broadcast (critic: return - V(prompt) on every token)."""
+    norm_adv: bool = static(False)
+    """Whiten advantages over the response tokens of each minibatch (PPO-RLHF)."""
+    ratio: Ratio = static("token")
+    """Importance ratio per token, or per sequence (GSPO: exp of the mean token log-ratio)."""
+    policy_loss: PolicyLoss = static("clip")
+    """clip (PPO's, with clip_eps_low / clip_eps_high), cispo (clipped stop-gradient weight on log pi), pg (REINFORCE)."""
+    dual_clip: bool = static(False)
+    """clip: bound the objective of negative advantages below by dual_clip_c * A (Ye et al. 2020)."""
+    loss_agg: LossAgg = static("seq-mean-token-mean")
+    """How per-token losses become one number: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
+    kl_mode: KlMode = static("loss")
+    """KL to the reference: a term of the loss, a penalty in the per-token reward, or none."""
+    kl_estimator: KlEstimator = static("k3")
+    """Sample estimator of KL(pi || pi_ref) (Schulman 2020): k1, k2 or k3."""
+    kl_adaptive: bool = static(False)
+    """Adapt beta towards kl_target after every update (Ziegler et al. 2019); off: beta is fixed."""
+    cov_reg: CovReg = static("none")
+    """Entropy control of Cui et al. (2025): none, clip_cov or kl_cov."""
+    dynamic_sampling: bool = static(False)
+    """DAPO's dynamic sampling with fixed shapes: groups whose rewards are all equal are masked out of the loss."""
+    overlong_buffer: int = static(0)
+    """DAPO's soft overlong punishment over the last this many tokens of max_response_len; 0: off."""
+    clip_vloss: bool = static(True)
+    """Clip the value update to vf_clip_eps around the old value (critic advantages)."""
+    lr_schedule: Schedule = static("constant")
+    """Schedule of the RL learning rate: constant, or linear decay to 0."""
+    sft_steps: int = static(3000)
+    """Adam steps of supervised fine-tuning on demonstrations (the warm start and the reference)."""
+    sft_eval_every: int = static(25)
+    """SFT stops at the first check (every this many steps) whose sampled pass@1 reaches sft_target_accuracy."""
+    rm_steps: int = static(2000)
+    """Adam steps of reward-model training on preference pairs (reward_model='learned')."""
+    pretrain_batch: int = static(64)
+    """Demonstrations or preference pairs per SFT / reward-model step."""
+    eval_prompts: int = static(256)
+    """Fresh prompts of the final evaluation (group_size samples each: pass@1 and pass@group_size)."""
+
+    # ----- traced float32 leaves: vmappable, no recompilation -----
+    lr: float = leaf(3e-4)
+    """RL Adam learning rate (actor and critic)."""
+    clip_eps_low: float = leaf(0.2)
+    """Lower clip range: the ratio is clipped at 1 - clip_eps_low."""
+    clip_eps_high: float = leaf(0.2)
+    """Upper clip range: the ratio is clipped at 1 + clip_eps_high (DAPO's clip-higher: > clip_eps_low)."""
+    dual_clip_c: float = leaf(3.0)
+    """Dual-clip bound c > 1 (with dual_clip)."""
+    beta: float = leaf(0.04)
+    """KL coefficient (kl_mode loss or reward); the initial one with kl_adaptive."""
+    kl_target: float = leaf(0.1)
+    """kl_adaptive: the KL to the reference per sequence (nats) that beta is steered to."""
+    kl_horizon: float = leaf(10000.0)
+    """kl_adaptive: beta moves by at most a factor 1 +- 0.2 x (sequences per update) / kl_horizon per update."""
+    ent_coef: float = leaf(0.0)
+    """Entropy bonus coefficient (entropy per response token, aggregated as the policy loss)."""
+    clip_cov_fraction: float = leaf(2e-4)
+    """clip_cov: share of response tokens whose gradient is detached."""
+    clip_cov_low: float = leaf(1.0)
+    """clip_cov: lower bound of the covariance of the tokens it may pick."""
+    clip_cov_high: float = leaf(5.0)
+    """clip_cov: upper bound of the covariance of the tokens it may pick."""
+    kl_cov_fraction: float = leaf(2e-3)
+    """kl_cov: share of response tokens (largest covariance) that get the penalty."""
+    kl_cov_coef: float = leaf(1.0)
+    """kl_cov: coefficient of |log pi - log pi_old| on the picked tokens."""
+    adv_eps: float = leaf(1e-6)
+    """Added to the standard deviation that grpo and the reinforce_pp family divide by."""
+    format_reward: float = leaf(0.0)
+    """Reward for a well-formed response (ends with EOS; with scratchpad one answer marker), added to correctness."""
+    overlong_coef: float = leaf(1.0)
+    """Weight of the overlong punishment (with overlong_buffer > 0)."""
+    vf_clip_eps: float = leaf(0.2)
+    """Clip range of the value update (with clip_vloss)."""
+    vf_coef: float = leaf(0.5)
+    """Value loss coefficient (critic advantages)."""
+    gamma: float = leaf(1.0)
+    """Discount over response tokens (1: the usual choice for language models)."""
+    gae_lambda: float = leaf(0.95)
+    """GAE lambda of the actor's advantages (gae)."""
+    critic_lambda: float = leaf(1.0)
+    """GAE lambda of the critic's value targets (VC-PPO, Yuan et al. 2025: 1.0 while the actor's is 0.95)."""
+    max_grad_norm: float = leaf(1.0)
+    """Global gradient-norm clip; inf turns it off."""
+    adam_eps: float = leaf(1e-8)
+    """Adam epsilon of the RL optimizer."""
+    demo_noise: float = leaf(0.0)
+    """Probability that the demonstrator replaces a token of the intended response (SFT data)."""
+    sft_lr: float = leaf(1e-3)
+    """Adam learning rate of SFT."""
+    sft_target_accuracy: float = leaf(0.3)
+    """SFT stops at the first check whose sampled pass@1 reaches this (> 1: all sft_steps): the RL start."""
+    rm_lr: float = leaf(3e-3)
+    """Adam learning rate of the reward model."""
+    bt_temperature: float = leaf(0.1)
+    """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
+
+    LEGACY_FIELDS = {
+        "anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"},
+        "clip_eps": lambda value: {"clip_eps_low": value, "clip_eps_high": value},
+    }
+    LEGACY_HINTS = {
+        "anneal_lr": "anneal_lr became lr_schedule: write lr_schedule: linear (anneal_lr true) or constant (false)",
+        "clip_eps": "clip_eps became clip_eps_low and clip_eps_high: give both the same value for a symmetric range",
+    }
+
+    @property
+    def num_sequences(self) -> int:
+        """Sequences per update: num_prompts x group_size."""
+        return self.num_prompts * self.group_size
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.num_sequences // self.num_minibatches
+
+    @property
+    def uses_critic(self) -> bool:
+        return self.advantage in CRITIC_ADVANTAGES
+
+    def inert_fields(self) -> dict[str, str]:
+        """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
+        inert = {}
+
+        def mark(names, reason):
+            inert.update(dict.fromkeys(names, reason))
+
+        if self.problem == "copy":
+            mark(("digits", "scratchpad"), "the copy task has no digits (problem: copy)")
+        else:
+            mark(("vocab_size", "prompt_len"), f"only the copy task reads them (problem: {self.problem})")
+        if self.model == "transformer":
+            mark(("embed_dim", "hidden_dim"), "they size the GRU (model: transformer)")
+        else:
+            mark(("model_dim", "num_layers", "num_heads"), "they size the transformer (model: gru)")
+        if not self.uses_critic:
+            reason = f"there is no critic (advantage: {self.advantage})"
+            mark(("clip_vloss", "vf_clip_eps", "vf_coef", "gae_lambda", "critic_lambda", "gamma"), reason)
+        elif not self.clip_vloss:
+            inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
+        if self.advantage == "broadcast":
+            inert["gae_lambda"] = "the broadcast advantage does not use lambda (advantage: broadcast)"
+        if self.advantage not in ("grpo", "reinforce_pp", "reinforce_pp_baseline"):
+            inert["adv_eps"] = f"no standard deviation is divided by (advantage: {self.advantage})"
+        if self.policy_loss == "pg":
+            mark(("clip_eps_low", "clip_eps_high", "ratio"), "plain policy gradient has no ratio (policy_loss: pg)")
+        if not (self.policy_loss == "clip" and self.dual_clip):
+            inert["dual_clip_c"] = "dual clipping is off (policy_loss: clip with dual_clip: true uses it)"
+        if self.policy_loss != "clip":
+            inert["dual_clip"] = f"only the clip loss has a dual clip (policy_loss: {self.policy_loss})"
+        if self.kl_mode == "none":
+            mark(("beta", "kl_estimator", "kl_adaptive"), "there is no KL to the reference (kl_mode: none)")
+        if not (self.kl_adaptive and self.kl_mode != "none"):
+            mark(("kl_target", "kl_horizon"), "beta is fixed (kl_adaptive: false)")
+        if self.cov_reg != "clip_cov":
+            mark(("clip_cov_fraction", "clip_cov_low", "clip_cov_high"), "Clip-Cov is off (cov_reg)")
+        if self.cov_reg != "kl_cov":
+            mark(("kl_cov_fraction", "kl_cov_coef"), "KL-Cov is off (cov_reg)")
+        if self.overlong_buffer == 0:
+            inert["overlong_coef"] = "the overlong punishment is off (overlong_buffer: 0)"
+        if self.reward_model == "learned":
+            inert["format_reward"] = "the learned reward model gives the score (reward_model: learned)"
+        if self.reward_model == "programmatic":
+            mark(
+                ("rm_steps", "rm_lr", "bt_temperature"), "the reward model is not trained (reward_model: programmatic)"
+            )
+        if self.sft_steps == 0:
+            mark(("sft_lr", "demo_noise", "sft_target_accuracy", "sft_eval_every"), "there is no SFT (sft_steps: 0)")
+        if self.sft_steps == 0 and self.reward_model == "programmatic":
+            inert["pretrain_batch"] = "nothing is pretrained (sft_steps: 0, reward_model: programmatic)"
+        return inert
+
+
+@struct.dataclass
+class RlhfConfig(LmConfig):
+    """Token-level PPO-RLHF on the copy task (Ziegler et al. 2019; Ouyang et al. 2022): LmConfig with these defaults."""
+
+    problem: Problem = static("copy")
+    max_response_len: int = static(6)
+    model: Model = static("gru")
+    group_size: int = static(1)
+    update_epochs: int = static(4)
+    num_updates: int = static(100)
+    reward_model: RewardModel = static("learned")
+    advantage: Advantage = static("gae")
+    norm_adv: bool = static(True)
+    loss_agg: LossAgg = static("token-mean")
+    kl_mode: KlMode = static("reward")
+    kl_estimator: KlEstimator = static("k1")
+    sft_steps: int = static(2000)
+    lr: float = leaf(1e-3)
+    beta: float = leaf(0.05)
+    critic_lambda: float = leaf(0.95)
+    adam_eps: float = leaf(1e-5)
+    demo_noise: float = leaf(0.3)
+    sft_lr: float = leaf(3e-3)
+    sft_target_accuracy: float = leaf(2.0)
+
+    def inert_fields(self) -> dict[str, str]:
+        return {**super().inert_fields(), "eval_prompts": "the rlhf task has no final evaluation (ppo-jax lm has)"}
+
+    @classmethod
+    def from_dict(cls, values: dict):
+        """As ``LmConfig.from_dict``; a directory written before 0.3.0 (no critic_lambda) had one lambda for both."""
+        values = dict(values)
+        if "critic_lambda" not in values and "gae_lambda" in values:
+            values["critic_lambda"] = values["gae_lambda"]
+        return super().from_dict(values)

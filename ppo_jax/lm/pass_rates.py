@@ -1,0 +1,41 @@
+"""Sampled pass rates of a policy: pass@1 and pass@k from n samples per prompt (Chen et al. 2021, eq. 1).
+
+With ``c`` of ``n`` samples correct, the unbiased estimate of pass@k is
+``1 - C(n - c, k) / C(n, k)``; for k = n it is 1 if any sample is correct, and
+for k = 1 it is ``c / n``.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ppo_jax.lm import problems
+from ppo_jax.lm.models import generate
+
+
+def pass_at_k(correct: jax.Array, k: int) -> jax.Array:
+    """Mean over prompts of the unbiased pass@k from ``correct [num_prompts, n]`` (0/1), ``1 <= k <= n``."""
+    n = correct.shape[-1]
+    c = correct.sum(-1)
+    # C(n - c, k) / C(n, k) = prod_{i=0}^{k-1} (n - c - i) / (n - i), 0 once n - c < k
+    i = jnp.arange(k, dtype=jnp.float32)
+    fail = jnp.prod(jnp.clip((n - c[:, None] - i) / (n - i), 0.0, 1.0), axis=-1)
+    return (1.0 - fail).mean()
+
+
+def sampled_correct(cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int) -> jax.Array:
+    """``[num_prompts, samples]`` float32: whether each of ``samples`` responses to fresh prompts is right."""
+    prompt_key, sample_key = jax.random.split(key)
+    prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, num_prompts), samples, axis=0)
+    response = generate(model, params, sample_key, prompt, problems.response_len(cfg))
+    return problems.verify(cfg, prompt, response).correct.reshape(num_prompts, samples)
+
+
+def sampled_pass_rates(
+    cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int
+) -> tuple[jax.Array, jax.Array]:
+    """``(pass@1, pass@samples)`` of ``samples`` responses to each of ``num_prompts`` fresh prompts."""
+    correct = sampled_correct(cfg, model, params, key, num_prompts, samples)
+    return pass_at_k(correct, 1), pass_at_k(correct, samples)

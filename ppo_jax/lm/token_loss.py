@@ -1,0 +1,148 @@
+"""The loss of one minibatch of whole sequences: policy term, KL to the reference, entropy, value (with a critic).
+
+Each term is a per-token quantity on response tokens, made one number by the
+run's ``loss_agg`` (``loss_aggregation.aggregate``; the critic's value loss is
+always a token mean):
+
+    loss = policy + beta * KL(pi || pi_ref) [kl_mode loss] - ent_coef * entropy + vf_coef * value [critic]
+
+The policy term is ``policy_objectives.policy_loss`` (clip with clip_eps_low /
+clip_eps_high and an optional dual clip, CISPO, or REINFORCE), on a per-token or
+per-sequence ratio; ``cov_reg`` adds Cui et al.'s (2025) Clip-Cov (zero the
+loss of a few high-covariance tokens) or KL-Cov (penalise |log pi - log
+pi_old| on the tokens of largest covariance). With ``norm_adv`` the advantages
+are whitened over the minibatch's response tokens first (PPO-RLHF). Prompt
+positions, padding and the sequences that dynamic sampling dropped are out of
+``batch.mask``, so they get exactly zero gradient (also when their values are
+inf or NaN).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from ppo_jax import distributions
+from ppo_jax.lm import covariance_regularizers as cov
+from ppo_jax.lm.kl_estimators import kl_estimate
+from ppo_jax.lm.loss_aggregation import aggregate
+from ppo_jax.lm.models import run
+from ppo_jax.lm.policy_objectives import policy_loss
+from ppo_jax.lm.sft import masked_mean, token_log_probs
+from ppo_jax.losses import value_loss
+
+
+class SequenceBatch(NamedTuple):
+    """Whole sequences; ``M`` sequences, ``L`` response positions."""
+
+    sequence: jax.Array  # [M, P + L] int32, prompt then response
+    mask: jax.Array  # [M, L] bool, the response tokens that enter the loss
+    log_prob: jax.Array  # [M, L] log pi_old(a_t | s_t)
+    ref_log_prob: jax.Array  # [M, L] log pi_ref(a_t | s_t)
+    value: jax.Array  # [M, L] V_old(s_t); 0 without a critic
+    advantage: jax.Array  # [M, L]
+    target: jax.Array  # [M, L] value target; 0 without a critic
+    cov_key: jax.Array  # [M] keys: Clip-Cov draws its tokens with the minibatch's first
+
+
+def masked_explained_variance(prediction: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Array:
+    """1 - Var[target - prediction] / Var[target] over the masked entries; NaN if the target is constant there."""
+
+    def var(x):
+        return masked_mean((x - masked_mean(x, mask)) ** 2, mask)
+
+    var_target = var(target)
+    return jnp.where(
+        var_target > 0, 1.0 - var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan
+    )
+
+
+def loss_from_outputs(
+    logits: jax.Array, values: jax.Array | None, batch: SequenceBatch, cfg, beta, *, prompt_len: int
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """The loss from the actor's logits ``[M, P + L - 1, V]`` and the critic's values ``[M, P + L - 1]`` (or None).
+
+    Both are the models' outputs at every input position (teacher forcing on
+    ``sequence[:, :-1]``); rows before ``prompt_len - 1`` predict prompt tokens and
+    are unused. ``beta`` is the KL coefficient in effect (fixed, or adapted).
+    Returns ``(loss, metrics)``.
+    """
+    logits = logits[:, prompt_len - 1 :]
+    response, mask = batch.sequence[:, prompt_len:], batch.mask
+    advantage = batch.advantage
+    if cfg.norm_adv:
+        centred = advantage - masked_mean(advantage, mask)
+        advantage = centred / (jnp.sqrt(masked_mean(centred**2, mask)) + 1e-8)
+    log_prob = token_log_probs(logits, response)
+    per_token, clip = policy_loss(
+        cfg.policy_loss,
+        log_prob,
+        batch.log_prob,
+        advantage,
+        mask,
+        level=cfg.ratio,
+        eps_low=cfg.clip_eps_low,
+        eps_high=cfg.clip_eps_high,
+        dual_clip=cfg.dual_clip,
+        dual_clip_c=cfg.dual_clip_c,
+    )
+    metrics = {}
+    if cfg.cov_reg != "none":
+        clip_cov = cfg.cov_reg == "clip_cov"
+        per_token, picked = cov.covariance_regularized_loss(
+            cfg.cov_reg,
+            per_token,
+            log_prob,
+            batch.log_prob,
+            advantage,
+            mask,
+            batch.cov_key[0],
+            fraction=cfg.clip_cov_fraction if clip_cov else cfg.kl_cov_fraction,
+            cov_low=cfg.clip_cov_low,
+            cov_high=cfg.clip_cov_high,
+            kl_coef=cfg.kl_cov_coef,
+            already_clipped=((clip.low + clip.high) > 0) if cfg.policy_loss == "clip" else None,
+        )
+        metrics["cov_picked"] = masked_mean(picked, mask)
+    log_ratio = log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    entropy = distributions.entropy(distributions.PolicyDist(logits, None))
+    metrics.update(
+        policy_loss=aggregate(per_token, mask, cfg.loss_agg),
+        entropy=aggregate(entropy, mask, cfg.loss_agg),
+        approx_kl=masked_mean((ratio - 1.0) - log_ratio, mask),
+        clip_fraction=masked_mean((jnp.abs(ratio - 1.0) > cfg.clip_eps_low).astype(jnp.float32), mask),
+        clip_low=masked_mean(clip.low, mask),
+        clip_high=masked_mean(clip.high, mask),
+        clip_dual=masked_mean(clip.dual, mask),
+        ratio_min=jnp.where(mask.any(), jnp.where(mask, clip.ratio, jnp.inf).min(), 1.0),
+        ratio_max=jnp.where(mask.any(), jnp.where(mask, clip.ratio, -jnp.inf).max(), 1.0),
+    )
+    loss = metrics["policy_loss"]
+    if values is not None:
+        values = values[:, prompt_len - 1 :]
+        per_token_value = value_loss(
+            values, batch.value, batch.target, vf_clip_eps=cfg.vf_clip_eps, clip=cfg.clip_vloss
+        )
+        metrics["value_loss"] = masked_mean(per_token_value, mask)
+        metrics["explained_variance"] = masked_explained_variance(values, batch.target, mask)
+        loss = loss + cfg.vf_coef * metrics["value_loss"]
+    loss = loss - cfg.ent_coef * metrics["entropy"]
+    if cfg.kl_mode == "loss":
+        metrics["kl_loss"] = aggregate(kl_estimate(log_prob, batch.ref_log_prob, cfg.kl_estimator), mask, cfg.loss_agg)
+        loss = loss + beta * metrics["kl_loss"]
+    return loss, metrics
+
+
+def sequence_loss(
+    params, actor: nn.Module, critic: nn.Module | None, batch: SequenceBatch, cfg, beta
+) -> tuple[jax.Array, dict]:
+    """``loss_from_outputs`` of the actor ``params["actor"]`` (and critic ``params["critic"]``) on ``batch``."""
+    inputs = batch.sequence[:, :-1]
+    logits = run(actor, params["actor"], inputs)
+    values = None if critic is None else run(critic, params["critic"], inputs)[..., 0]
+    prompt_len = batch.sequence.shape[-1] - batch.mask.shape[-1]
+    return loss_from_outputs(logits, values, batch, cfg, beta, prompt_len=prompt_len)
