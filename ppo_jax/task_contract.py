@@ -86,6 +86,8 @@ class Task:
     """The ``ppo-jax`` subcommand that trains it and resumes its runs ("train" for ppo, "rlhf"); empty: the task's name."""
     unit: str = ""
     """What ``steps_per_update`` counts; empty: env steps with an env_field, else sequences."""
+    presets: str = ""
+    """Module of the task's named presets (``CHOICES``, ``apply_preset(name, cfg)``): a spec's ``preset`` axis."""
 
     def __post_init__(self):
         if not self.command:
@@ -156,6 +158,14 @@ class Task:
         """The engine's per-episode evaluation, or None if it has none."""
         evaluate = getattr(self.engine_module(), "evaluate_episodes", None)
         return None if evaluate is None else evaluate(cfg, output, key, num_episodes)
+
+    def preset_names(self) -> tuple[str, ...]:
+        """The presets a spec may name (``preset:`` in base or an axis); () if the task has none."""
+        return tuple(importlib.import_module(self.presets).CHOICES) if self.presets else ()
+
+    def apply_preset(self, name: str, cfg):
+        """``cfg`` with preset ``name``'s fields set (the preset module's ``apply_preset``)."""
+        return importlib.import_module(self.presets).apply_preset(name, cfg)
 
     @property
     def sample_unit(self) -> str:

@@ -53,8 +53,23 @@ TINY = {  # PPO on a continuous task with observation normalization and reward s
         "rm_steps": 5,
         "pretrain_batch": 8,
     },
+    "lm": {
+        "digits": 1,
+        "num_updates": 4,
+        "num_prompts": 4,
+        "group_size": 2,
+        "num_minibatches": 2,
+        "model_dim": 8,
+        "num_heads": 2,
+        "num_layers": 1,
+        "sft_steps": 5,
+        "sft_eval_every": 5,
+        "pretrain_batch": 8,
+        "eval_prompts": 4,
+        "dynamic_sampling": True,
+    },
 }
-AXIS = {"ppo": ("clip_eps", [0.1, 0.3]), "rlhf": ("beta", [0.0, 0.3])}
+AXIS = {"ppo": ("clip_eps", [0.1, 0.3]), "rlhf": ("beta", [0.0, 0.3]), "lm": ("clip_eps_high", [0.2, 0.3])}
 SEEDS = (3, 4)
 
 
@@ -213,8 +228,9 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
     summary = pd.read_csv(out / sweep_dir.SUMMARY_FILE)
     assert len(summary) == len(values) and (summary.seeds == len(SEEDS)).all()
     # A run's final value: the mean over its last final_fraction of updates, rounded up (ppo_jax/final_values.py).
-    # PPO: 512 / (2 * 32) = 8 updates, 5% -> 0.4 -> the last update; RLHF: 4 updates, 10% -> 0.4 -> the last update.
-    assert (task.num_updates(base), task.final_fraction) == {"ppo": (8, 0.05), "rlhf": (4, 0.1)}[task.name]
+    # PPO: 512 / (2 * 32) = 8 updates, 5% -> 0.4 -> the last update; RLHF, LM: 4 updates, 10% -> 0.4 -> the last.
+    expected = {"ppo": (8, 0.05), "rlhf": (4, 0.1), "lm": (4, 0.1)}[task.name]
+    assert (task.num_updates(base), task.final_fraction) == expected
     window = 1
     for row in summary.itertuples():
         for metric in task.reported:

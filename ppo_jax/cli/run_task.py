@@ -215,6 +215,10 @@ def run_task(
     if options.eval_episodes > 0:
         episodes = jax.jit(jax.vmap(lambda o, k: task.evaluate_episodes(cfg, o, k, options.eval_episodes)))
         evaluation = jax.device_get(episodes(output, keys))
+    scalars = {}  # the task's per-run evaluation (eval_names), with the key a sweep gives it: the run's own
+    if task.eval_names:
+        scalars = jax.device_get(jax.jit(jax.vmap(lambda o, k: task.evaluate(cfg, o, k)))(output, keys))
+        scalars = {name: [float(v) for v in scalars[name]] for name in task.eval_names}
     output = jax.device_get(output)
     if run is None:
         window = result.metrics
@@ -225,6 +229,12 @@ def run_task(
     diverged = divergences(seeds, result.metrics, None if run is None else run.metrics_path)
     final = final_values(task, window, num_updates, diverged=[s in diverged for s in seeds])
     print_final_values(task, seeds, final, diverged)
+    if scalars:
+        kept = [i for i, s in enumerate(seeds) if s not in diverged]
+        say(
+            "evaluation (final parameters, fresh prompts; mean over the seeds that did not diverge): "
+            + ", ".join(f"{name} {fmt(_mean(np.asarray(values)[kept]), 3)}" for name, values in scalars.items())
+        )
     if evaluation is not None:
         kept = [i for i, s in enumerate(seeds) if s not in diverged]  # a diverged seed's parameters are not finite
         over = "" if len(kept) == len(seeds) else f"; over the {len(kept)} of {len(seeds)} seeds that did not diverge"
@@ -244,6 +254,7 @@ def run_task(
             env_steps=samples,
             env_steps_per_second=done_samples / result.run_seconds,
             final={"definition": f"mean over the last {100 * task.final_fraction:g}% of updates", **final},
+            **({"evaluation": {"per_seed": scalars, "seeds": seeds}} if scalars else {}),
             diverged=[{"seed": s, **diverged[s]} for s in seeds if s in diverged],
         )
 

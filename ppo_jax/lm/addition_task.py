@@ -31,14 +31,13 @@ from jax import lax
 
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm.vocabulary import (
-    ANSWER,
     EOS,
     EQUALS,
     PAD,
     PLUS,
-    add_token_noise,
     digit_tokens,
     digit_values,
+    written_demonstration,
 )
 
 
@@ -122,10 +121,7 @@ def demonstrate(
             f"max_response_len must hold the longest demonstration: at least "
             f"{min_response_len(digits, scratchpad)}, got {max_response_len}."
         )
-    if scratchpad:
-        marker = jnp.full(prompt.shape[:-1] + (1,), ANSWER, jnp.int32)
-        thought = jnp.concatenate([digit_tokens(carries(prompt, digits)), marker], axis=-1)
-    else:
-        thought = jnp.zeros(prompt.shape[:-1] + (0,), jnp.int32)
-    answer = answer_tokens(prompt, digits, max_response_len - thought.shape[-1])
-    return add_token_noise(key, jnp.concatenate([thought, answer], axis=-1), noise)
+    thought = carries(prompt, digits) if scratchpad else None
+    return written_demonstration(
+        key, prompt, thought, lambda room: answer_tokens(prompt, digits, room), max_response_len, noise
+    )

@@ -103,6 +103,8 @@ def sft(cfg, model: nn.Module, params, key: jax.Array) -> SftResult:
 
     every = cfg.sft_eval_every
     checks = -(-cfg.sft_steps // every)  # the last check may cover fewer steps
+    if checks == 0:  # sft_steps 0: the fresh model is the start and the reference
+        return SftResult(params, jnp.zeros((0,), jnp.float32), jnp.zeros((0,), jnp.float32), jnp.int32(0))
     step_keys = jnp.concatenate(
         [
             jax.random.split(key, cfg.sft_steps),

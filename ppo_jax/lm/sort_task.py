@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm.vocabulary import ANSWER, EOS, EQUALS, PAD, add_token_noise, digit_tokens, digit_values
+from ppo_jax.lm.vocabulary import EOS, EQUALS, PAD, digit_tokens, digit_values, written_demonstration
 
 HISTOGRAM_LEN = 10  # one count per digit value
 
@@ -84,9 +84,7 @@ def demonstrate(
             raise ConfigError(
                 f"the histogram scratchpad writes counts as single digits: at most 9 digits, got {digits}."
             )
-        marker = jnp.full(prompt.shape[:-1] + (1,), ANSWER, jnp.int32)
-        thought = jnp.concatenate([digit_tokens(histogram(prompt, digits)), marker], axis=-1)
-    else:
-        thought = jnp.zeros(prompt.shape[:-1] + (0,), jnp.int32)
-    answer = answer_tokens(prompt, digits, max_response_len - thought.shape[-1])
-    return add_token_noise(key, jnp.concatenate([thought, answer], axis=-1), noise)
+    thought = histogram(prompt, digits) if scratchpad else None
+    return written_demonstration(
+        key, prompt, thought, lambda room: answer_tokens(prompt, digits, room), max_response_len, noise
+    )

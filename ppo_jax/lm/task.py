@@ -96,6 +96,7 @@ RLHF = Task(
     shared_fields=PRETRAIN_FIELDS,
     steps_per_update_fields=("num_prompts", "group_size"),
     command="rlhf",
+    presets="ppo_jax.lm.presets",
 )
 """The score a report ranks by is the programmatic one (true_score): the reward model's ``score`` is a proxy that
 PPO can over-optimise (Gao et al. 2022). Final values: mean over the last 10% of updates."""
@@ -116,6 +117,7 @@ LM = Task(
     steps_per_update_fields=("num_prompts", "group_size"),
     command="lm",
     unit="sequences",
+    presets="ppo_jax.lm.presets",
 )
 """Judged by sampled pass@1 over the last 10% of updates; the final evaluation adds pass@1 and pass@group_size on
 ``eval_prompts`` fresh prompts."""

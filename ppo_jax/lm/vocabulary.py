@@ -59,6 +59,29 @@ def add_token_noise(key: jax.Array, clean: jax.Array, noise: jax.typing.ArrayLik
     return copy_task.end_at_eos(jnp.where(flip, replacement, intended))
 
 
+def written_demonstration(
+    key: jax.Array,
+    prompt: jax.Array,
+    thought: jax.Array | None,
+    answer_tokens,
+    max_response_len: int,
+    noise: jax.typing.ArrayLike,
+) -> jax.Array:
+    """A demonstration ``[..., L]`` for ``prompt [..., P]``: [``thought``, ANSWER,] answer, EOS, PAD; then noise.
+
+    ``thought`` ``[..., S]`` holds the scratchpad's digit values (None: no
+    scratchpad); ``answer_tokens(room)`` gives the EOS-terminated answer
+    ``[..., room]`` in the room left after it; ``noise`` as in ``add_token_noise``.
+    """
+    if thought is None:
+        written = jnp.zeros(prompt.shape[:-1] + (0,), jnp.int32)
+    else:
+        marker = jnp.full(prompt.shape[:-1] + (1,), ANSWER, jnp.int32)
+        written = jnp.concatenate([digit_tokens(thought), marker], axis=-1)
+    answer = answer_tokens(max_response_len - written.shape[-1])
+    return add_token_noise(key, jnp.concatenate([written, answer], axis=-1), noise)
+
+
 def encode(text: str) -> np.ndarray:
     """``"59+70="`` -> int32 tokens ``[len(text)]`` (one symbol of ``SYMBOLS`` per token)."""
     return np.array([SYMBOLS.index(symbol) for symbol in text], np.int32)

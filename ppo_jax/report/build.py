@@ -15,8 +15,8 @@ Report directory::
     aggregates.{md,tex}       table: aggregate metrics per setting
     paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
-    frontier.{csv,md}         (RLHF) final KL to the reference, reward-model and programmatic score per setting
-    *.png, *.pdf              learning curves (score, entropy), sensitivity or heat map,
+    frontier.{csv,md}         (lm, rlhf) final KL to the reference and two scores per setting
+    *.png, *.pdf              learning curves (score; entropy, response length, KL where recorded), sensitivity or heat map,
                               aggregate intervals, probability of improvement, performance profiles,
                               (RLHF) the reward vs KL frontier
 
@@ -45,6 +45,14 @@ from ppo_jax.storage.atomic import absolute, check_out_dir, write_directory, wri
 
 MAX_CURVE_POINTS = 150
 TAUS = np.linspace(0.0, 1.25, 51)
+
+
+CURVES = (
+    ("entropy", "policy entropy"),
+    ("response_length", "response length (tokens)"),
+    ("kl_ref", "KL to the reference per response (nats)"),
+)
+"""Metrics drawn as learning curves beside the score, where the runs record them."""
 
 
 def _ticks(settings: dict[str, dict], fields: list[str]) -> tuple[list[str], str]:
@@ -187,10 +195,11 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     files["figures"] += figures.learning_curves(
         _curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return"
     )
-    if "entropy" in runs.curves:
-        files["figures"] += figures.learning_curves(
-            _curves(runs, "entropy", reps, seed), settings, envs, "policy entropy (IQM)", out, "curves_entropy"
-        )
+    for metric, label in CURVES:
+        if metric in runs.curves:
+            files["figures"] += figures.learning_curves(
+                _curves(runs, metric, reps, seed), settings, envs, f"{label} (IQM)", out, f"curves_{metric}"
+            )
     if frontier.applies(runs):
         table = frontier.frontier_table(runs, last_percent)
         table.to_csv(out / "frontier.csv", index=False)

@@ -1,14 +1,15 @@
-"""The reward vs KL-to-reference frontier of RLHF runs (Stiennon et al. 2020, fig. 5; Gao et al. 2022, fig. 1).
+"""The reward vs KL-to-reference frontier of language-model runs (Stiennon et al. 2020, fig. 5; Gao et al. 2022, fig. 1).
 
-Per setting: the final KL(pi || pi_ref) per response (``kl_ref``), the final
-reward-model score (``score``) and the final programmatic score
-(``true_score``), each the mean over seeds of the runs' final values (mean over
+Per setting: the final KL(pi || pi_ref) per response (``kl_ref``) and two scores
+(``panels``): for the rlhf task the reward-model score (``score``) and the
+programmatic score (``true_score``); for the lm task the reward the advantages
+used (``reward``) and sampled pass@1 (``accuracy``); each the mean over seeds of the runs' final values (mean over
 the report's last percent of updates) with a 95% percentile-bootstrap CI over
 seeds (``ppo_jax.final_values.seed_ci``); a diverged run has no final values
 and is counted in ``diverged`` (the means are over the others). The figure puts KL on x and the
-two scores on y, one series per value of a second swept field (clip_eps when
-swept), points in order of the first (beta when swept); a gap between the
-reward model's score and the programmatic one is over-optimisation of the proxy.
+two scores on y, one series per value of a second swept field (the clip range
+or the preset when swept), points in order of the first (beta when swept); a gap
+between the reward model's score and the programmatic one is over-optimisation of the proxy.
 """
 
 from __future__ import annotations
@@ -22,28 +23,39 @@ from ppo_jax.final_values import divergence_flags, final_value, first_divergence
 from ppo_jax.report import figures
 from ppo_jax.report.sources import Runs
 
-METRICS = ("kl_ref", "score", "true_score")
-PANELS = (("score", "reward-model score"), ("true_score", "programmatic score"))
+PANEL_CHOICES = (
+    (("score", "reward-model score"), ("true_score", "programmatic score")),  # rlhf
+    (("reward", "reward"), ("accuracy", "sampled pass@1")),  # lm
+)
+
+
+def panels(columns) -> tuple[tuple[str, str], ...]:
+    """The two scores drawn against the KL: the first pair of PANEL_CHOICES the runs record; () if none."""
+    for pair in PANEL_CHOICES:
+        if all(metric in columns for metric, _ in pair):
+            return pair
+    return ()
 
 
 def applies(runs: Runs) -> bool:
-    """True for runs that record all of METRICS (the RLHF task)."""
-    return all(m in runs.curves.columns for m in METRICS)
+    """True for runs that record the KL to a reference and a pair of scores (the lm and rlhf tasks)."""
+    return "kl_ref" in runs.curves.columns and bool(panels(runs.curves.columns))
 
 
 def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
     """One row per setting: its swept values, seeds, diverged (seeds), and per metric ``m``: ``m``, ``m_ci95_low``,
     ``m_ci95_high`` (over the seeds that did not diverge)."""
     rows = []
+    metrics = ("kl_ref", *(metric for metric, _ in panels(runs.curves.columns)))
     for (env, setting), group in runs.curves.groupby(["env", "setting"], sort=False):
-        per_seed = {m: [] for m in METRICS}
+        per_seed = {m: [] for m in metrics}
         diverged = 0
         for _, run in group.groupby("seed", sort=False):
             run = run.sort_values("update")
             flags = divergence_flags(run)
             gone = flags is not None and int(first_divergence(flags)) >= 0
             diverged += gone
-            for m in METRICS:
+            for m in metrics:
                 per_seed[m].append(np.nan if gone else float(final_value(run[m].to_numpy(), last_percent / 100)))
         row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(per_seed["kl_ref"])}
         row["diverged"] = diverged
@@ -55,9 +67,10 @@ def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
 
 def _axes(fields: list[str]) -> tuple[str | None, str | None]:
     """(order field, series field): beta orders the points and clip_eps splits the series when swept."""
-    order = "beta" if "beta" in fields else (fields[0] if fields else None)
+    order = "beta" if "beta" in fields else next((f for f in fields if f != "preset"), None)
     rest = [f for f in fields if f != order]
-    series = "clip_eps" if "clip_eps" in rest else (rest[0] if rest else None)
+    preferred = [f for f in ("clip_eps", "clip_eps_high", "clip_eps_low", "preset") if f in rest]
+    series = preferred[0] if preferred else (rest[0] if rest else None)
     return order, series
 
 
@@ -70,7 +83,7 @@ def plot(table: pd.DataFrame, fields: list[str], out: Path, name: str) -> list[s
     colours = figures.colours(len(groups))
     with plt.rc_context(figures.STYLE):
         fig, axes = plt.subplots(1, 2, figsize=(figures.PANEL[0] * 2, figures.PANEL[1] * 1.2))
-        for ax, (metric, label) in zip(axes, PANELS, strict=True):
+        for ax, (metric, label) in zip(axes, panels(table.columns), strict=True):
             for i, (value, group) in enumerate(groups):
                 group = group.sort_values(order) if order else group
                 x, y = group["kl_ref"].to_numpy(float), group[metric].to_numpy(float)
@@ -86,11 +99,18 @@ def plot(table: pd.DataFrame, fields: list[str], out: Path, name: str) -> list[s
                     markersize=4,
                     linewidth=1.0,
                     capsize=2,
-                    label=f"{series} = {value:g}" if series else None,
+                    label=f"{series} = {value:g}"
+                    if isinstance(value, float)
+                    else f"{series} = {value}"
+                    if series
+                    else None,
                 )
                 if i == 0 and order:
                     for xi, yi, v in zip(x, y, group[order], strict=True):
-                        ax.annotate(f"{order}={v:g}", (xi, yi), textcoords="offset points", xytext=(3, -9), fontsize=6)
+                        shown = f"{v:g}" if isinstance(v, (int, float)) else str(v)
+                        ax.annotate(
+                            f"{order}={shown}", (xi, yi), textcoords="offset points", xytext=(3, -9), fontsize=6
+                        )
             ax.set_xlabel("KL(π ‖ π_ref) per response, final (nats)")
             ax.set_ylabel(f"{label}, final")
             ax.grid(alpha=0.3)
@@ -110,13 +130,14 @@ def markdown(table: pd.DataFrame, fields: list[str]) -> str:
         diverged = int(row.get("diverged", 0))
         return f"{row['seeds']} ({diverged} diverged)" if diverged else str(row["seeds"])
 
-    head = [*fields, "seeds", "KL to reference (nats)", "reward-model score", "programmatic score"]
+    pair = panels(table.columns)
+    head = [*fields, "seeds", "KL to reference (nats)", *(label for _, label in pair)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for _, row in table.iterrows():
         values = [f"{row[f]:g}" if isinstance(row[f], float) else str(row[f]) for f in fields]
         lines.append(
             "| "
-            + " | ".join([*values, seeds(row), cell(row, "kl_ref"), cell(row, "score"), cell(row, "true_score")])
+            + " | ".join([*values, seeds(row), cell(row, "kl_ref"), *(cell(row, metric) for metric, _ in pair)])
             + " |"
         )
     return "\n".join(lines) + "\n"

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ConfigError, ReportError
+from ppo_jax.sweep.spec_values import PRESET_AXIS
 from ppo_jax.task_contract import Task
 from ppo_jax.task_registry import DEFAULT_TASK, get_task
 
@@ -170,9 +171,14 @@ def _load_sweep_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
             values = {k: v for k, v in setting.items() if k not in ("setting_id", "env")}
             env = setting["env"]
             env_values = {task.env_field: env} if task.env_field else {}
-            configs[(env, int(setting["setting_id"]))] = _config(
-                {**base, **env_base.get(env, {}), **values, **env_values}, path / "spec.json", task
-            ).to_dict()
+            preset = values.pop(PRESET_AXIS, None)
+            if preset is not None:  # a preset axis: its fields over base, the other axes over them
+                before = _config({**base, **env_values}, path / "spec.json", task)
+                base_of_setting = {**task.apply_preset(preset, before).to_dict(), **env_base.get(env, {})}
+            else:
+                base_of_setting = {**base, **env_base.get(env, {})}
+            config = _config({**base_of_setting, **values, **env_values}, path / "spec.json", task).to_dict()
+            configs[(env, int(setting["setting_id"]))] = {**config, PRESET_AXIS: preset} if preset else config
     except (KeyError, TypeError, AttributeError) as error:
         raise ReportError(f"{path / 'spec.json'}: not a ppo-jax sweep record (missing {error}).") from None
     return task, table, configs, metadata
@@ -257,17 +263,26 @@ def load_sources(paths: list[Path]) -> Runs:
 def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> Runs:
     configs = table["_config"].tolist()
     fields = [f for f in dataclasses.fields(task.config_class) if f.name != task.env_field]
-    fields = [f.name for f in fields]
+    fields = [PRESET_AXIS] + [f.name for f in fields]
     varying = []
     for field in fields:
         per_env: dict[str, set] = {}
         for env, config in zip(table["env"], configs, strict=True):
-            per_env.setdefault(env, set()).add(json.dumps(config[field]))
+            per_env.setdefault(env, set()).add(json.dumps(config.get(field)))
         if any(len(v) > 1 for v in per_env.values()):
             varying.append(field)
+    if PRESET_AXIS in varying:  # a preset axis: the fields each preset fixes are named by the preset
+        by_preset: dict[str, list] = {}
+        for config in configs:
+            by_preset.setdefault(config.get(PRESET_AXIS), []).append(config)
+        varying = [
+            f
+            for f in varying
+            if f == PRESET_AXIS or any(len({json.dumps(c[f]) for c in group}) > 1 for group in by_preset.values())
+        ]
     labels, settings, full = [], {}, {}
     for config in configs:
-        values = {f: config[f] for f in varying}
+        values = {f: config.get(f) for f in varying}
         label = _label(values)
         settings.setdefault(label, values)
         full.setdefault(label, config)

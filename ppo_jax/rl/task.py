@@ -49,4 +49,5 @@ PPO = Task(
     env_field="env",
     steps_per_update_fields=("num_envs", "num_steps"),
     command="train",
+    presets="ppo_jax.rl.presets",
 )

@@ -28,7 +28,13 @@ Random axis ``f`` draws its ``num_samples`` values from
 ``np.random.default_rng([seed, zlib.crc32(f.encode())])``, so adding an axis does
 not change the samples of the others.
 
-A spec trains one task (``task: ppo``, the default, or ``task: rlhf``; see
+A task with named presets (``Task.presets``: ``ppo``'s mujoco, ppo1, brax; ``lm``'s and ``rlhf``'s grpo,
+dapo, gspo, ppo_rlhf, ...) takes ``preset`` as a field of ``base:`` (its fields set first, the other base
+fields over them) and as an axis (``grid: {preset: [grpo, dapo, ppo_rlhf]}``: each value's fields over base,
+the other axes over them); the table has a ``preset`` column, and presets that differ in a static field are
+programs of their own.
+
+A spec trains one task (``task: ppo``, the default, ``task: lm`` or ``task: rlhf``; see
 ``ppo_jax.task_registry``); ``base:`` and the axes take that task's config fields. Every
 field may be an axis, except ``env`` (list environments under ``envs:``, which
 only tasks with an environment field take; give env-specific fields under
@@ -71,6 +77,7 @@ from ppo_jax.sweep.spec_axes import (
     ENV_NOT_AXIS,
     SpecContext,
     check_axis_name,
+    configured,
     expand_grid,
     expand_random,
     expand_zip,
@@ -193,7 +200,7 @@ def _env_base(raw, envs: tuple[str, ...], base, ctx: SpecContext, taken: dict) -
                 )
             values[name] = ctx.coerce(name, value, ("env_base", env, name))
         try:
-            ctx.task.validate(base.replace(**{ctx.task.env_field: env}, **values))
+            ctx.task.validate(configured(ctx.task, base.replace(**{ctx.task.env_field: env}), values))
         except ConfigError as error:
             raise ctx.error(("env_base", env), f"{key_text(env)}: {error}") from None
         out[env] = values
@@ -206,7 +213,7 @@ def _base(raw, ctx: SpecContext):
         check_axis_name(name, ctx, ("base", name), None)
         values[name] = ctx.coerce(name, value, ("base", name))
     try:
-        ctx.base = ctx.task.validate(ctx.base.replace(**values))
+        ctx.base = ctx.task.validate(configured(ctx.task, ctx.base, values))
     except ConfigError as error:  # point at the field the message starts with, if any
         name = next((k for k in values if str(error).startswith(k)), None)
         raise ctx.error(("base", name) if name else ("base",), str(error)) from None
@@ -331,7 +338,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         env_values = {task.env_field: env} if task.env_field else {}
         for setting_id, values in enumerate(combos):
             try:
-                cfg = task.validate(base.replace(**env_values, **{**env_base.get(env, {}), **values}))
+                cfg = task.validate(configured(task, base.replace(**env_values), {**env_base.get(env, {}), **values}))
             except ConfigError as error:
                 raise ctx.error(path, f"setting {setting_id} ({_describe(values)}) on {env}: {error}") from None
             settings.append(Setting(setting_id, env, values, cfg))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ppo_jax.config_fields import MAX_RUNS, field_names
 from ppo_jax.errors import ConfigError, RelationError, close_matches
-from ppo_jax.sweep.spec_values import as_number, coerce, column_value, field_kind, short_float, shown
+from ppo_jax.sweep.spec_values import PRESET_AXIS, as_number, coerce, column_value, field_kind, short_float, shown
 from ppo_jax.sweep.spec_yaml import Locator
 from ppo_jax.task_contract import Task
 
@@ -33,10 +33,19 @@ class SpecContext(Locator):
     def __init__(self, filename: str, lines: dict[tuple, int], task: Task):
         super().__init__(filename, lines)
         self.task, self.base = task, task.config_class()
-        self.fields = field_names(task.config_class)
+        self.fields = field_names(task.config_class) + ((PRESET_AXIS,) if task.presets else ())
         self.shared_fixed = False  # set once pretrain: is read: shared fields cannot be axes
 
     def coerce(self, name: str, value, path: tuple):
+        if name == PRESET_AXIS:
+            names = self.task.preset_names()
+            if not isinstance(value, str) or value not in names:
+                raise self.error(
+                    path,
+                    f"unknown preset {shown(value)}.{close_matches(str(value), names)} "
+                    f"Presets of task {self.task.name}: {', '.join(names)}.",
+                )
+            return value
         return coerce(self.task.config_class, name, value, self, path)
 
     def kind(self, name: str) -> str:
@@ -82,6 +91,15 @@ def values_list(raw, ctx: SpecContext, path: tuple, name: str | None = None) -> 
     return values
 
 
+def configured(task: Task, base, values: dict):
+    """``base`` with ``values`` set: a ``preset`` value's fields first (over base), then the other values (over it)."""
+    values = dict(values)
+    preset = values.pop(PRESET_AXIS, None)
+    if preset is not None:
+        base = task.apply_preset(preset, base)
+    return base.replace(**values)
+
+
 def validated(ctx: SpecContext, path: tuple, **values):
     """The base config with ``values`` replaced, validated; errors point at ``path``.
 
@@ -89,7 +107,7 @@ def validated(ctx: SpecContext, path: tuple, **values):
     settings: a zip row may change both fields together. None then.
     """
     try:
-        return ctx.task.validate(ctx.base.replace(**values))
+        return ctx.task.validate(configured(ctx.task, ctx.base, values))
     except RelationError:
         return None
     except ConfigError as error:

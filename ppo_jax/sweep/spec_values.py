@@ -23,8 +23,14 @@ def _defaults(config_class):
     return config_class()
 
 
+PRESET_AXIS = "preset"
+"""Not a config field: a named preset whose fields a setting takes (``Task.presets``; ``spec_axes.configured``)."""
+
+
 def field_kind(config_class, name: str) -> str:
-    """'float' (traced leaf), 'int', 'bool', 'str' or 'sizes' (a tuple of ints: hidden_sizes)."""
+    """'float' (traced leaf), 'int', 'bool', 'str' or 'sizes' (a tuple of ints: hidden_sizes); a preset is 'str'."""
+    if name == PRESET_AXIS:
+        return "str"
     if name in traced_fields(config_class):
         return "float"
     default = getattr(_defaults(config_class), name)

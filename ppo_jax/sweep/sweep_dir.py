@@ -339,7 +339,10 @@ def check_sweep_dir(path) -> None:
     path = Path(path)
     read_json(path / SPEC_JSON)
     read_json(path / METADATA_FILE)
-    planned = {str(c.get("id")) for c in read_json(path / PLAN_FILE).get("chunks", []) if isinstance(c, dict)}
+    plan = read_json(path / PLAN_FILE)
+    if not isinstance(plan, dict) or not isinstance(plan.get("chunks", []), list):
+        raise corrupt(path / PLAN_FILE, ValueError("not a plan: expected an object with a list of chunks"), None)
+    planned = {str(c.get("id")) for c in plan.get("chunks", []) if isinstance(c, dict)}
     done = done_chunks(path)
     rows = sum(parquet_rows(chunk_path(path, c), KEYS, RECOMPUTE) for c in sorted(done))
     table = path / TABLE_FILE

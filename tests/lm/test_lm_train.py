@@ -1,22 +1,22 @@
-"""The lm task end to end on 2-digit addition: SFT stops in its accuracy band, GRPO raises pass@1, runs are
-bit-for-bit reproducible, vmap over settings x seeds equals separate runs, traced fields never retrace, and bad
-input is refused before compiling."""
+"""The lm task end to end: SFT stops at its target accuracy, ``ppo-jax lm`` (SFT, then GRPO on 2-digit addition)
+raises sampled pass@1, presets and flags parse, and bad input is refused before compiling.
+
+vmap over settings x seeds = separate runs, one trace for every traced field, bit-for-bit reruns, segments and
+resumed sweeps: tests/test_task_contract.py, for every task (lm included)."""
 
 import dataclasses
+import json
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+import pandas as pd
 import pytest
 
-from ppo_jax.cli import parse
+from ppo_jax.cli import main, parse
 from ppo_jax.cli.train import Lm, run_lm
-from ppo_jax.config_fields import traced_fields
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm.config import LmConfig
-from ppo_jax.lm.presets import apply_preset
-from ppo_jax.lm.task import LM_METRIC_NAMES
-from ppo_jax.lm.train import evaluate, pretrain, train
+from ppo_jax.lm.train import pretrain
 from ppo_jax.lm.validation import validate
 
 # Compilation dominates the short runs: XLA's backend optimization level 0 halves it on a 2-core CPU.
@@ -24,73 +24,38 @@ FAST = {"xla_backend_optimization_level": 0}
 BASE = LmConfig(digits=2, num_prompts=32, group_size=8, num_updates=30, sft_steps=1000, lr=1e-3)
 
 
-@pytest.fixture(scope="module")
-def pretrained():
-    return jax.jit(pretrain)(BASE, jax.random.key(0))
+def test_sft_stops_at_the_first_check_that_reaches_the_target():
+    cfg = dataclasses.replace(BASE, model_dim=16, num_heads=2, num_layers=1, sft_steps=30, sft_eval_every=10)
+    run = jax.jit(pretrain, compiler_options=FAST)
+    at_once = run(dataclasses.replace(cfg, sft_target_accuracy=0.0), jax.random.key(0))  # any accuracy reaches 0
+    assert int(at_once.sft_steps_taken) == 10 and np.isfinite(at_once.sft_accuracy[0])
+    assert np.all(np.isnan(np.asarray(at_once.sft_accuracy)[1:])) and np.all(
+        np.isnan(np.asarray(at_once.sft_loss)[10:])
+    )
+    never = run(dataclasses.replace(cfg, sft_target_accuracy=2.0), jax.random.key(0))  # above 1: all the steps
+    assert int(never.sft_steps_taken) == 30 and np.all(np.isfinite(np.asarray(never.sft_loss)))
+    # The first 10 steps are the same steps in both (the same keys): the stop changes nothing before it.
+    np.testing.assert_array_equal(np.asarray(at_once.sft_loss)[:10], np.asarray(never.sft_loss)[:10])
 
 
-def test_sft_stops_at_the_first_check_in_the_accuracy_band(pretrained):
-    accuracy = np.asarray(pretrained.sft_accuracy)
-    checks = int(pretrained.sft_steps_taken) // BASE.sft_eval_every
-    assert 0 < checks < len(accuracy)  # it stopped before sft_steps
-    assert accuracy[checks - 1] >= BASE.sft_target_accuracy  # at the first check that reached the target ...
-    assert np.all(accuracy[: checks - 1] < BASE.sft_target_accuracy)  # ... not later
-    assert np.all(np.isnan(accuracy[checks:])) and np.all(np.isnan(np.asarray(pretrained.sft_loss)[checks * 25 :]))
-
-
-def test_grpo_raises_sampled_pass_at_1(pretrained):
-    out = jax.jit(jax.vmap(train, in_axes=(None, 0, None)))(BASE, jax.random.split(jax.random.key(1), 2), pretrained)
-    assert set(out.metrics) == set(LM_METRIC_NAMES)
-    accuracy = np.asarray(out.metrics["accuracy"])
+def test_ppo_jax_lm_sft_then_grpo_raises_sampled_pass_at_1(tmp_path):
+    argv = ["lm", "--digits", "2", "--num-prompts", "32", "--num-updates", "30", "--sft-steps", "1000"]
+    argv += ["--lr", "1e-3", "--seeds", "2", "--out", str(tmp_path / "run"), "--no-progress"]
+    assert main(argv) == 0
+    metadata = json.loads((tmp_path / "run" / "metadata.json").read_text())
+    sft = metadata["pretrain"]
+    assert sft["sft_steps_taken"] < 1000 and sft["sft_sampled_pass_at_1"] >= BASE.sft_target_accuracy  # stopped
+    table = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    accuracy = np.stack([table[table.seed == s].sort_values("update")["accuracy"].to_numpy() for s in (0, 1)])
     gain = accuracy[:, -5:].mean(1) - accuracy[:, :5].mean(1)
     # Measured: +0.107 and +0.063 in 30 updates (a 5-update mean of 256 samples has a standard error of ~0.013).
     assert np.all(gain > 0.03) and gain.mean() > 0.05, gain
-    assert np.all(np.asarray(out.metrics["kl_ref"])[:, 0] < 1e-5)  # the actor starts as the reference
-    assert np.all(np.asarray(out.metrics["non_finite"]) == 0)
-    assert np.all(np.asarray(out.metrics["kept_fraction"]) == 1.0)  # no dynamic sampling
-
-
-def _stack(*cfgs):
-    return jax.tree.map(lambda *x: jnp.stack(x), *cfgs)
-
-
-def _other_leaves(cfg: LmConfig, scale: float) -> LmConfig:
-    """``cfg`` with every traced field changed (kept valid): a second value for each."""
-    values = {name: np.float32(getattr(cfg, name)) for name in traced_fields(type(cfg))}
-    changed = {
-        name: np.float32(min(value * scale, 1.0) if value <= 1.0 else value * scale) for name, value in values.items()
-    }
-    changed["clip_eps_high"] = max(changed["clip_eps_high"], changed["clip_eps_low"])
-    return dataclasses.replace(cfg, **changed)
-
-
-def test_vmap_over_settings_and_seeds_equals_separate_runs_and_reruns_are_identical(pretrained):
-    cfg = dataclasses.replace(apply_preset("dapo", BASE), num_updates=2, kl_mode="loss", ent_coef=0.001)
-    settings = [cfg, _other_leaves(cfg, 0.5)]
-    keys = jax.random.split(jax.random.key(5), 2)
-    traces = []
-
-    def one(c, k):
-        traces.append(1)
-        return train(c, k, pretrained)
-
-    single = jax.jit(one, compiler_options=FAST)
-    separate = [[single(s, k) for k in keys] for s in settings]
-    assert len(traces) == 1  # two values of every traced field, one program
-    together = jax.jit(
-        jax.vmap(jax.vmap(train, in_axes=(None, 0, None)), in_axes=(0, None, None)), compiler_options=FAST
-    )(_stack(*settings), keys, pretrained)
-    for i in range(2):
-        for j in range(2):
-            for name in ("accuracy", "loss", "kl_loss", "clip_high", "grad_norm"):
-                np.testing.assert_allclose(
-                    together.metrics[name][i, j], separate[i][j].metrics[name], rtol=2e-5, atol=1e-6
-                )
-    again = single(settings[0], keys[0])
-    for name in LM_METRIC_NAMES:
-        np.testing.assert_array_equal(again.metrics[name], separate[0][0].metrics[name])  # bit for bit
-    evaluation = jax.jit(evaluate, compiler_options=FAST)(cfg, again, jax.random.key(9))
-    assert 0.0 <= float(evaluation["eval_pass_at_1"]) <= float(evaluation["eval_pass_at_group"]) <= 1.0
+    kl = np.stack([table[table.seed == s].sort_values("update")["kl_ref"].to_numpy() for s in (0, 1)])
+    assert np.all(kl[:, 0] < 1e-5)  # the actor starts as the reference
+    assert (table["kept_fraction"] == 1.0).all() and (table["non_finite"] == 0).all()
+    evaluation = metadata["evaluation"]["per_seed"]
+    for one, group in zip(evaluation["eval_pass_at_1"], evaluation["eval_pass_at_group"], strict=True):
+        assert 0.0 < one <= group <= 1.0  # pass@1 <= pass@8 on the same samples
 
 
 @pytest.mark.parametrize(

@@ -305,33 +305,43 @@ def test_cli_report_errors_exit_2(inputs, tmp_path):
 # ----------------------------------------------------------------------------- RLHF: the frontier
 
 
-def write_rlhf_sweep(path: Path, grid: dict) -> dict:
-    """An RLHF sweep directory with 20 updates per run; returns {(setting_id, seed): (kl, score, true_score) finals}."""
-    spec = load_spec({"task": "rlhf", "name": "rlhf_synthetic", "seeds": 2, "grid": grid, "pretrain": {"seed": 0}})
+def write_lm_sweep(path: Path, grid: dict, task: str = "rlhf", legacy_clip_eps: bool = False) -> dict:
+    """A sweep directory of task rlhf (or lm) with 20 updates per run; returns {(setting_id, seed): finals} of
+    (kl, first score, second score): rlhf's score and true_score, lm's reward and accuracy. With
+    ``legacy_clip_eps`` the records name the clip_eps_low axis clip_eps, as sweeps written before 0.3.0 did."""
+    spec = load_spec({"task": task, "name": f"{task}_synthetic", "seeds": 2, "grid": grid, "pretrain": {"seed": 0}})
+    record = spec_record(spec)
+    if legacy_clip_eps:
+        record = json.loads(json.dumps(record).replace('"clip_eps_low"', '"clip_eps"'))
     path.mkdir(parents=True)
-    (path / "spec.json").write_text(json.dumps(spec_record(spec)))
+    (path / "spec.json").write_text(json.dumps(record))
     (path / "plan.json").write_text("{}")
-    (path / "metadata.json").write_text(json.dumps({"task": "rlhf", "sweep": {"name": "rlhf_synthetic"}}))
+    (path / "metadata.json").write_text(json.dumps({"task": task, "sweep": {"name": f"{task}_synthetic"}}))
+    scores = ("score", "true_score") if task == "rlhf" else ("reward", "accuracy")
     frames, finals = [], {}
     for setting in spec.settings:
         for seed in (0, 1):
             base = 0.1 * setting.setting_id + 0.01 * seed
             kl, score, true = 1.0 + base, 4.0 + base, 0.9 - base
             ramp = np.linspace(0.0, 1.0, UPDATES)
+            values = {
+                ("clip_eps" if legacy_clip_eps and k == "clip_eps_low" else k): v for k, v in setting.values.items()
+            }
             frames.append(
                 pd.DataFrame(
                     {
-                        "env": "copy",
+                        "env": setting.env,
                         "setting_id": setting.setting_id,
                         "seed": seed,
                         "update": np.arange(UPDATES),
                         "env_steps": (np.arange(UPDATES) + 1) * 64,
-                        **{k: setting.values[k] for k in grid},
+                        **values,
                         # the last 10% of 20 updates = the last 2: their mean is the final value
                         "kl_ref": np.r_[kl * ramp[:-2], kl - 0.1, kl + 0.1],
-                        "score": np.r_[score * ramp[:-2], score, score],
-                        "true_score": np.r_[true * ramp[:-2], true - 0.02, true + 0.02],
+                        scores[0]: np.r_[score * ramp[:-2], score, score],
+                        scores[1]: np.r_[true * ramp[:-2], true - 0.02, true + 0.02],
                         "entropy": np.linspace(2.0, 0.2, UPDATES),
+                        "response_length": np.linspace(4.0, 6.0, UPDATES),
                     }
                 )
             )
@@ -340,32 +350,48 @@ def write_rlhf_sweep(path: Path, grid: dict) -> dict:
     return finals
 
 
-def test_rlhf_sweep_report_draws_the_frontier_from_final_values(tmp_path):
-    finals = write_rlhf_sweep(tmp_path / "rlhf", {"clip_eps": [0.1, 0.3], "beta": [0.0, 0.1]})
+@pytest.mark.parametrize("legacy", [False, True], ids=["clip_eps_low", "clip_eps-before-0.3"])
+def test_rlhf_sweep_report_draws_the_frontier_from_final_values(tmp_path, legacy):
+    finals = write_lm_sweep(tmp_path / "rlhf", {"clip_eps_low": [0.1, 0.2], "beta": [0.0, 0.1]}, legacy_clip_eps=legacy)
     out = make_report([tmp_path / "rlhf"], tmp_path / "report", reps=200)
     record = json.loads((out / "report.json").read_text())
     assert record["task"] == "rlhf" and record["parameters"]["last_percent"] == 10.0  # the task's default
     assert record["score"]["metric"] == "true_score" and record["normalizers"]["copy"]["best"] == 1.0
     frontier = pd.read_csv(out / "frontier.csv")
     assert len(frontier) == 4 and {"frontier.png", "frontier.pdf"} <= {p.name for p in out.iterdir()}
-    for row in frontier.itertuples():
-        setting_id = [0.1, 0.3].index(row.clip_eps) * 2 + [0.0, 0.1].index(row.beta)
+    clip = frontier["clip_eps_low"]  # an old directory's clip_eps axis reads as clip_eps_low (LEGACY_FIELDS)
+    for row, eps in zip(frontier.itertuples(), clip, strict=True):
+        setting_id = [0.1, 0.2].index(eps) * 2 + [0.0, 0.1].index(row.beta)
         by_seed = np.array([finals[(setting_id, seed)] for seed in (0, 1)])
         np.testing.assert_allclose([row.kl_ref, row.score, row.true_score], by_seed.mean(0), rtol=1e-6)
     per_run = pd.read_csv(out / "final_returns.csv")  # the score of an RLHF run is its final true_score
     assert np.allclose(sorted(per_run["final_return"]), sorted(f[2] for f in finals.values()))
     assert "Reward vs KL" in (out / "index.md").read_text()
+    assert {"curves_response_length.png", "curves_kl_ref.png"} <= {p.name for p in out.iterdir()}
 
 
 def test_rlhf_frontier_without_a_clip_eps_axis(tmp_path):
     """The old frontier summary crashed with KeyError: 'clip_eps' when the grid had no clip_eps axis."""
-    write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.03, 0.1]})
+    write_lm_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.03, 0.1]})
     out = make_report([tmp_path / "rlhf"], tmp_path / "report", reps=200)
     assert len(pd.read_csv(out / "frontier.csv")) == 3 and (out / "frontier.png").exists()
 
 
+def test_lm_sweep_over_presets_reports_accuracy_and_reward_against_kl(tmp_path):
+    finals = write_lm_sweep(tmp_path / "lm", {"preset": ["grpo", "dapo"], "lr": [1e-4, 3e-4]}, task="lm")
+    out = make_report([tmp_path / "lm"], tmp_path / "report", reps=200)
+    record = json.loads((out / "report.json").read_text())
+    assert record["task"] == "lm" and record["score"]["metric"] == "accuracy"
+    frontier = pd.read_csv(out / "frontier.csv")
+    assert list(frontier["preset"]) == ["grpo", "grpo", "dapo", "dapo"]
+    for setting_id, row in enumerate(frontier.itertuples()):
+        by_seed = np.array([finals[(setting_id, seed)] for seed in (0, 1)])
+        np.testing.assert_allclose([row.kl_ref, row.reward, row.accuracy], by_seed.mean(0), rtol=1e-6)
+    assert "sampled pass@1" in (out / "frontier.md").read_text()
+
+
 def test_a_report_refuses_to_mix_tasks(inputs, tmp_path):
-    write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
+    write_lm_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
     with pytest.raises(ReportError, match="one task"):
         make_report([inputs["runs"][0], tmp_path / "rlhf"], tmp_path / "report")
     assert not (tmp_path / "report").exists()

@@ -13,7 +13,7 @@ import pytest
 
 from ppo_jax.report import make_report
 from ppo_jax.report.intervals import trimmed_mean
-from tests.report.test_build import ENVS, FINALS, SEEDS, metrics_rows, normalized, write_rlhf_sweep, write_run
+from tests.report.test_build import ENVS, FINALS, SEEDS, metrics_rows, normalized, write_lm_sweep, write_run
 
 # CartPole, clip_eps 0.2, seed 1 (final return 500 in FINALS) diverges at update 12: non_finite from 12 on, while its
 # return stays finite (a policy with NaN parameters can still collect returns): the report must not use it.
@@ -85,7 +85,7 @@ def test_aggregates_count_the_diverged_run_as_zero_and_say_so(report):
 
 
 def test_rlhf_runs_without_a_chance_reference_are_left_out_and_counted(tmp_path):
-    finals = write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
+    finals = write_lm_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
     table = pd.read_parquet(tmp_path / "rlhf" / "metrics.parquet")
     table["non_finite"] = ((table.setting_id == 0) & (table.seed == 1) & (table["update"] >= 15)).astype(float)
     table.to_parquet(tmp_path / "rlhf" / "metrics.parquet")

@@ -15,7 +15,7 @@ import pytest
 from ppo_jax.report import ReportError, make_report
 from ppo_jax.sweep.spec import load_spec
 from ppo_jax.sweep.sweep_dir import spec_record
-from tests.report.test_build import write_rlhf_sweep
+from tests.report.test_build import write_lm_sweep
 
 UPDATES = 20
 # Random policy (given in a reference-scores file): CartPole 20, Acrobot -500. CartPole's documented best,
@@ -168,7 +168,7 @@ def test_bad_normalize_values_are_refused(inputs, tmp_path):
     )
     assert proc.returncode == 2 and "invalid choice 'bogus'" in proc.stderr and "best-setting" in proc.stderr
     assert "Traceback" not in proc.stderr
-    write_rlhf_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
+    write_lm_sweep(tmp_path / "rlhf", {"beta": [0.0, 0.1]})
     proc = subprocess.run(
         [*cli, str(tmp_path / "rlhf"), "--out", str(tmp_path / "o"), "--normalize", "best-setting"],
         capture_output=True,

@@ -7,7 +7,8 @@ and a refused, inert field (``inert_fields``) must truly leave the training
 unchanged (loss and score equal). RLHF runs here pretrain per setting, as
 ``pretrain: {per_setting: true}`` does, so that its pretraining fields count;
 with shared pretraining the spec refuses them. Every static field, set to a
-second valid value, changes the traced program (its jaxpr), or is refused.
+second valid value, changes the traced program (its jaxpr: training and the
+per-run evaluation), or is refused.
 """
 
 from __future__ import annotations
@@ -45,8 +46,35 @@ TINY = {
         "rm_steps": 4,
         "pretrain_batch": 8,
         "lr": 0.01,
+        "group_size": 2,  # so that dynamic_sampling has a second valid value
+        "clip_eps_low": 0.05,  # a narrow clip range, so that a wider one bites in 3 updates
+        "clip_eps_high": 0.05,
+        "sft_eval_every": 2,  # two SFT checks: the target accuracy decides whether the second half runs
+        "sft_target_accuracy": 0.0,
+    },
+    "lm": {
+        "digits": 1,
+        "max_response_len": 6,
+        "num_updates": 3,
+        "num_prompts": 4,
+        "group_size": 2,
+        "num_minibatches": 2,
+        "update_epochs": 2,
+        "model_dim": 8,
+        "num_heads": 2,
+        "num_layers": 1,
+        "sft_steps": 4,
+        "sft_eval_every": 2,
+        "sft_target_accuracy": 0.0,
+        "pretrain_batch": 8,
+        "eval_prompts": 4,
+        "lr": 0.01,
+        "clip_eps_low": 0.05,
+        "clip_eps_high": 0.05,
+        "format_reward": 1.0,  # an untrained model is never right: the format reward gives the groups variance
     },
 }
+OTHER_ENV = {"ppo": "Acrobot-v1", "lm": "sort"}
 READOUTS = ("learning_rate",)  # metrics that only report a coefficient (as do those named like a config field)
 
 
@@ -67,7 +95,7 @@ def second_value(task, cfg, name):
     elif isinstance(value, tuple):
         candidates = [(32,), (16, 16)]
     elif name == task.env_field:
-        candidates = ["Acrobot-v1"]
+        candidates = [OTHER_ENV[task.name]]
     else:
         candidates = list(typing.get_args(typing.get_type_hints(task.config_class)[name]))
     for candidate in candidates:
@@ -136,8 +164,12 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
     base_shared = jax.eval_shape(task.prepare_shared, base, key)
 
     def program(cfg) -> str:
+        def train_and_evaluate(k, s):
+            output = task.train(cfg, k, s)
+            return output.metrics, task.evaluate(cfg, output, k)
+
         def trace(shared):
-            return str(jax.make_jaxpr(lambda k, s: task.train(cfg, k, s).metrics)(key, shared))
+            return str(jax.make_jaxpr(train_and_evaluate)(key, shared))
 
         try:
             return trace(base_shared)  # most static fields leave the shared models' shapes alone
@@ -147,7 +179,7 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
     reference = program(base)
     for name in task.static_fields:
         value = second_value(task, base, name)
-        if value is None and task.env_field:  # a field of continuous actions (action_dist) on CartPole: on Pendulum
+        if value is None and task.name == "ppo":  # a field of continuous actions (action_dist) on CartPole: on Pendulum
             continuous = task.validate(base.replace(**{task.env_field: "Pendulum-v1"}))
             value = second_value(task, continuous, name)
             assert value is not None, f"no second valid value for {name}"

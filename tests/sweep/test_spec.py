@@ -15,8 +15,8 @@ import pytest
 
 from ppo_jax import PPOConfig, SpecError
 from ppo_jax.cli import main
-from ppo_jax.lm.config import PRETRAIN_FIELDS, RlhfConfig
-from ppo_jax.lm.task import RLHF
+from ppo_jax.lm.config import PRETRAIN_FIELDS, LmConfig, RlhfConfig
+from ppo_jax.lm.task import LM, RLHF
 from ppo_jax.rl import brax_envs
 from ppo_jax.rl.task import PPO
 from ppo_jax.sweep.plan import balanced_chunk_size, group_pairs, make_chunks, parse_bytes, parse_part, part_slice
@@ -328,7 +328,8 @@ def test_example_specs_load():
         if "brax" in path.name and not brax_envs.available():
             continue  # test_brax_specs_load
         spec = load_spec(path)
-        assert spec.settings and spec.task is (RLHF if path.name.startswith("rlhf_") else PPO), path
+        task = RLHF if path.name.startswith("rlhf_") else LM if path.name.startswith("lm_") else PPO
+        assert spec.settings and spec.task is task, path
     clip = load_spec(ROOT / "experiments" / "clip_eps_quick.yaml")
     assert len(clip.settings) * len(clip.seeds) == 288 and len(group_pairs(clip)) == 12  # 6 envs x (clip, unclipped)
     assert [s.values["clip_eps"] for s in clip.settings[:5]] == [0.05, 0.1, 0.2, 0.3, 0.5]
@@ -498,3 +499,25 @@ def test_only_envs_keeps_the_settings_of_the_envs_it_keeps():
     assert kept.canonical["env_base"].keys() == {"Pendulum-v1"}
     with pytest.raises(SpecError, match="--envs Walker: choose from the spec's envs: CartPole-v1, Acrobot-v1"):
         only_envs(full, ["Walker"])
+
+
+def test_a_preset_axis_sets_each_presets_fields_and_other_axes_win():
+    from ppo_jax.lm.presets import apply_preset
+
+    base = {"digits": 2, "num_updates": 4}
+    spec = from_dict({"task": "lm", "base": base, "grid": {"preset": ["grpo", "dapo", "gspo"], "lr": [1e-4, 3e-4]}})
+    assert spec.task is LM and spec.axes == ("preset", "lr")
+    plain = LmConfig(**base)
+    for setting in spec.settings:
+        expected = apply_preset(setting.values["preset"], plain).replace(lr=np.float32(setting.values["lr"]))
+        assert setting.cfg == expected
+    assert float(spec.settings[2].cfg.clip_eps_high) == pytest.approx(0.28)  # dapo
+    assert [g.static.get("ratio") for g in group_pairs(spec)].count("sequence") == 1  # gspo: a program of its own
+    over = from_dict({"task": "lm", "base": base, "grid": {"preset": ["dapo"], "clip_eps_high": [0.32]}})
+    assert float(over.settings[0].cfg.clip_eps_high) == pytest.approx(0.32)  # an axis wins over the preset
+    in_base = from_dict({"task": "lm", "base": {**base, "preset": "dapo", "clip_eps_high": 0.3}})
+    assert in_base.settings[0].cfg.dynamic_sampling and float(in_base.settings[0].cfg.clip_eps_high) == pytest.approx(
+        0.3
+    )  # base fields win over base's preset
+    with pytest.raises(SpecError, match="unknown preset 'grp'.*Did you mean: grpo"):
+        from_dict({"task": "lm", "base": base, "grid": {"preset": ["grp"]}})
