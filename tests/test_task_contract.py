@@ -157,6 +157,7 @@ def test_same_config_and_key_give_identical_metrics(case):
         np.testing.assert_array_equal(again[0][metric], separate[(0, SEEDS[0])][0][metric])
 
 
+@pytest.mark.parametrize("case", ["lm", "ppo"], indirect=True)  # rlhf: lm's engine and carry, other defaults
 def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
     task, base, shared, separate, _, _ = case
     name, values = AXIS[task.name]
@@ -193,6 +194,7 @@ def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
         )
 
 
+@pytest.mark.parametrize("case", ["lm", "ppo"], indirect=True)  # rlhf: lm's engine and carry, other defaults
 def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monkeypatch):
     task, base, _, separate, _, _ = case
     name, values = AXIS[task.name]

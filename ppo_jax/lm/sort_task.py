@@ -74,11 +74,6 @@ def demonstrate(
     ``noise`` (scalar or broadcastable to ``[..., 1]``): the probability that a token
     is replaced by a uniform one (``vocabulary.add_token_noise``); 0 gives clean ones.
     """
-    if max_response_len < min_response_len(digits, scratchpad):
-        raise ConfigError(
-            f"max_response_len must hold the longest demonstration: at least "
-            f"{min_response_len(digits, scratchpad)}, got {max_response_len}."
-        )
     if scratchpad:
         if digits > 9:
             raise ConfigError(
@@ -86,5 +81,11 @@ def demonstrate(
             )
     thought = histogram(prompt, digits) if scratchpad else None
     return written_demonstration(
-        key, prompt, thought, lambda room: answer_tokens(prompt, digits, room), max_response_len, noise
+        key,
+        prompt,
+        thought,
+        lambda room: answer_tokens(prompt, digits, room),
+        max_response_len,
+        noise,
+        longest=min_response_len(digits, scratchpad),
     )

@@ -46,6 +46,7 @@ LM_METRIC_NAMES = (
     "truncated",
     "length_correct",
     "length_incorrect",
+    "sample_entropy",
     "entropy",
     "kl_ref",
     "kl_ref_estimate",
@@ -72,8 +73,9 @@ LM_METRIC_NAMES = (
 responses exactly right), reward (the sequence score the advantages use: correctness + format reward + overlong
 punishment, or the reward model's), pass_at_group (share of prompts with a right response among its group),
 well_formed, response_length (tokens, EOS included), truncated (share cut at max_response_len without EOS),
-length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none), kl_ref (exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the
-configured estimator, summed), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
+length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none),
+sample_entropy (exact entropy per response token of the policy that sampled, mean over the update's tokens), kl_ref
+(exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the configured estimator, summed), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
 (share of sequences in the loss: below 1 only with dynamic sampling), beta (the KL coefficient in effect). Loss (mean
 over the minibatch steps): entropy (exact, per response token, of the policy being trained, aggregated as the loss),
 policy_loss, kl_loss (the KL term before beta; 0 unless kl_mode is loss), value_loss
@@ -111,7 +113,7 @@ LM = Task(
     score_label="sampled pass@1",
     eval_names=("eval_pass_at_1", "eval_pass_at_group"),
     summed_metrics=(NON_FINITE,),
-    reported=("accuracy", "entropy", "response_length", "kl_ref"),
+    reported=("accuracy", "sample_entropy", "response_length", "kl_ref"),
     env_field="problem",
     shared_fields=PRETRAIN_FIELDS,
     steps_per_update_fields=("num_prompts", "group_size"),

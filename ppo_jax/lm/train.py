@@ -156,7 +156,7 @@ def rollout(
         "truncated": 1.0 - (response == copy_task.EOS).any(-1).mean(dtype=jnp.float32),
         "length_correct": mean_where(lengths, correct),
         "length_incorrect": mean_where(lengths, ~correct),
-        "entropy": masked_mean(distributions.entropy(dist), mask),
+        "sample_entropy": masked_mean(distributions.entropy(dist), mask),
         "kl_ref": jnp.where(mask, exact_kl, 0.0).sum(-1).mean(),
         "kl_ref_estimate": kl_tokens.sum(-1).mean(),
         "kl_ref_sample": jnp.where(mask, log_prob - ref_log_prob, 0.0).sum(-1).mean(),

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppo_jax.errors import ConfigError
 from ppo_jax.lm import copy_task
 from ppo_jax.lm.copy_task import EOS, PAD
 
@@ -66,13 +67,20 @@ def written_demonstration(
     answer_tokens,
     max_response_len: int,
     noise: jax.typing.ArrayLike,
+    *,
+    longest: int,
 ) -> jax.Array:
     """A demonstration ``[..., L]`` for ``prompt [..., P]``: [``thought``, ANSWER,] answer, EOS, PAD; then noise.
 
     ``thought`` ``[..., S]`` holds the scratchpad's digit values (None: no
     scratchpad); ``answer_tokens(room)`` gives the EOS-terminated answer
-    ``[..., room]`` in the room left after it; ``noise`` as in ``add_token_noise``.
+    ``[..., room]`` in the room left after it; ``noise`` as in ``add_token_noise``;
+    ``longest``: the task's longest demonstration (ConfigError if L is shorter).
     """
+    if max_response_len < longest:
+        raise ConfigError(
+            f"max_response_len must hold the longest demonstration: at least {longest}, got {max_response_len}."
+        )
     if thought is None:
         written = jnp.zeros(prompt.shape[:-1] + (0,), jnp.int32)
     else:

@@ -49,6 +49,7 @@ TAUS = np.linspace(0.0, 1.25, 51)
 
 CURVES = (
     ("entropy", "policy entropy"),
+    ("sample_entropy", "entropy of the sampled tokens"),
     ("response_length", "response length (tokens)"),
     ("kl_ref", "KL to the reference per response (nats)"),
 )

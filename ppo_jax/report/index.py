@@ -81,6 +81,7 @@ FIGURE_TITLES = {
     "curves_return": "Learning curves: the score (IQM over seeds, 95% CI band)",
     "frontier": "Reward vs KL to the reference: final values per setting (mean over seeds, 95% CIs)",
     "curves_entropy": "Policy entropy during training (IQM over seeds, 95% CI band)",
+    "curves_sample_entropy": "Entropy of the sampling policy per response token (IQM over seeds, 95% CI band)",
     "curves_response_length": "Response length during training (IQM over seeds, 95% CI band)",
     "curves_kl_ref": "KL to the reference during training (IQM over seeds, 95% CI band)",
     "sensitivity": "Sensitivity: normalized final score per setting (IQM, 95% CI), one line per env and all envs together",
