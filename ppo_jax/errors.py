@@ -14,7 +14,7 @@ class ConfigError(ValueError):
 
 
 class RelationError(ConfigError):
-    """A ConfigError about two fields together (clip_eps_high below clip_eps_low): a sweep spec checks it on whole
+    """A ConfigError about two fields together (clip_cov_high below clip_cov_low): a sweep spec checks it on whole
     settings, not on each axis value against the base (``ppo_jax.sweep.spec_axes.validated``)."""
 
 

@@ -77,6 +77,9 @@ class LmConfig(ConfigBase):
     """addition: digits per operand; sort: digits in the list."""
     scratchpad: bool = static(False)
     """addition/sort: a free scratchpad before an answer marker; only the answer after the marker is checked."""
+    scratchpad_filler: int = static(0)
+    """addition/sort with a scratchpad: demonstrations open it with 0..F random digits (uniform), so the SFT
+    model's responses vary in length and RL may lengthen or shorten them (Dr. GRPO's length bias)."""
     vocab_size: int = static(10)
     """copy: tokens (PAD, EOS and vocab_size - 2 content tokens); the arithmetic tasks have their own vocabulary."""
     prompt_len: int = static(4)
@@ -234,9 +237,11 @@ class LmConfig(ConfigBase):
             inert.update(dict.fromkeys(names, reason))
 
         if self.problem == "copy":
-            mark(("digits", "scratchpad"), "the copy task has no digits (problem: copy)")
+            mark(("digits", "scratchpad", "scratchpad_filler"), "the copy task has no digits (problem: copy)")
         else:
             mark(("vocab_size", "prompt_len"), f"only the copy task reads them (problem: {self.problem})")
+            if not self.scratchpad:
+                inert["scratchpad_filler"] = "there is no scratchpad to fill (scratchpad: false)"
         if self.model == "transformer":
             mark(("embed_dim", "hidden_dim"), "they size the GRU (model: transformer)")
         else:

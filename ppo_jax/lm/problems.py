@@ -34,11 +34,16 @@ def prompt_len(cfg) -> int:
     return 2 * cfg.digits + 2 if cfg.problem == "addition" else cfg.digits + 1
 
 
+def filler(cfg) -> int:
+    """The most random digits a demonstration opens its scratchpad with (0 without a scratchpad)."""
+    return cfg.scratchpad_filler if cfg.scratchpad and cfg.problem != "copy" else 0
+
+
 def min_response_len(cfg) -> int:
     """The longest intended response (EOS included)."""
     if cfg.problem == "copy":
         return cfg.prompt_len + 1
-    return ARITHMETIC[cfg.problem].min_response_len(cfg.digits, cfg.scratchpad)
+    return ARITHMETIC[cfg.problem].min_response_len(cfg.digits, cfg.scratchpad) + filler(cfg)
 
 
 def response_len(cfg) -> int:
@@ -53,7 +58,11 @@ def describe(cfg) -> str:
     if cfg.problem == "copy":
         return f"the copy task ({cfg.prompt_len} tokens)"
     what = f"{cfg.digits}-digit addition" if cfg.problem == "addition" else f"sorting {cfg.digits} digits"
-    return what + (" with a scratchpad" if cfg.scratchpad else "")
+    if not cfg.scratchpad:
+        return what
+    return (
+        what + " with a scratchpad" + (f" (opened by 0..{cfg.scratchpad_filler} random digits)" if filler(cfg) else "")
+    )
 
 
 def sample_prompts(cfg, key: jax.Array, num: int) -> jax.Array:
@@ -63,11 +72,31 @@ def sample_prompts(cfg, key: jax.Array, num: int) -> jax.Array:
 
 
 def demonstrate(cfg, key: jax.Array, prompt: jax.Array, noise: jax.typing.ArrayLike) -> jax.Array:
-    """Demonstrations ``[B, L]`` for ``prompt``: each token replaced with probability ``noise``."""
+    """Demonstrations ``[B, L]`` for ``prompt``: each token replaced with probability ``noise``; with
+    ``scratchpad_filler`` F, each opens with k ~ U{0..F} random digits (``open_with_filler``)."""
     length = response_len(cfg)
     if cfg.problem == "copy":
         return copy_task.demonstrate(key, prompt, length, cfg.vocab_size, noise)
-    return ARITHMETIC[cfg.problem].demonstrate(key, prompt, cfg.digits, length, scratchpad=cfg.scratchpad, noise=noise)
+    most = filler(cfg)
+    key, filler_key = jax.random.split(key) if most else (key, None)
+    task = ARITHMETIC[cfg.problem]
+    demo = task.demonstrate(key, prompt, cfg.digits, length - most, scratchpad=cfg.scratchpad, noise=noise)
+    return open_with_filler(filler_key, demo, most) if most else demo
+
+
+def open_with_filler(key: jax.Array, demo: jax.Array, most: int) -> jax.Array:
+    """``[B, L + most]``: each row of ``demo [B, L]`` after k ~ U{0..most} uniformly random digit tokens, PAD after.
+
+    Built as [``most`` random digits, demo] shifted left by most - k, the freed tail set to PAD.
+    """
+    count_key, digit_key = jax.random.split(key)
+    batch = demo.shape[:-1]
+    count = jax.random.randint(count_key, batch + (1,), 0, most + 1)
+    digits = vocabulary.digit_tokens(jax.random.randint(digit_key, batch + (most,), 0, 10))
+    full = jnp.concatenate([digits, demo], axis=-1)
+    position = jnp.arange(full.shape[-1]) + (most - count)
+    shifted = jnp.take_along_axis(full, jnp.minimum(position, full.shape[-1] - 1), axis=-1)
+    return jnp.where(position < full.shape[-1], shifted, copy_task.PAD)
 
 
 def verify(cfg, prompt: jax.Array, response: jax.Array) -> Verdict:

@@ -77,6 +77,10 @@ def validate(cfg: LmConfig) -> LmConfig:
             f"max_response_len={cfg.max_response_len} cannot hold the longest intended response of "
             f"{problems.describe(cfg)} ({needed} tokens, EOS included): use at least {needed}, or 0 for the default."
         )
+    if cfg.scratchpad_filler < 0:
+        raise ConfigError(
+            f"scratchpad_filler must be >= 0 (random digits opening a scratchpad), got {cfg.scratchpad_filler}."
+        )
     if cfg.problem == "sort" and cfg.scratchpad and cfg.digits > 9:
         raise ConfigError(
             f"the sort scratchpad writes each digit's count as one digit, so it sorts at most 9 digits, got "
@@ -124,14 +128,8 @@ def validate(cfg: LmConfig) -> LmConfig:
 
 
 def _check_pairs(cfg: LmConfig) -> None:
-    """Relations between concrete leaves: clip_eps_high >= clip_eps_low, clip_cov_low <= clip_cov_high."""
-    if is_concrete(cfg.clip_eps_low) and is_concrete(cfg.clip_eps_high):
-        low, high = np.asarray(cfg.clip_eps_low), np.asarray(cfg.clip_eps_high)
-        if np.any(high < low):
-            raise RelationError(
-                f"clip_eps_high ({high.tolist()}) is below clip_eps_low ({low.tolist()}): clip-higher (DAPO) raises "
-                f"the upper range, e.g. clip_eps_low 0.2 with clip_eps_high 0.28; give equal values for PPO's clip."
-            )
+    """Relations between concrete leaves: clip_cov_low <= clip_cov_high. (The clip range [1 - eps_low, 1 + eps_high]
+    takes any two values: DAPO raises eps_high above eps_low, CISPO's truncation sets eps_low = 1 above it.)"""
     if is_concrete(cfg.clip_cov_low) and is_concrete(cfg.clip_cov_high):
         if np.any(np.asarray(cfg.clip_cov_high) < np.asarray(cfg.clip_cov_low)):
             raise RelationError("clip_cov_high is below clip_cov_low: the covariance window would be empty.")

@@ -8,6 +8,7 @@ Report directory::
     index.md, index.html      everything below, with definitions and provenance
     report.json               parameters, reference scores, sources (spec, commit, versions, hardware, command)
     final_returns.csv         one row per run: final return, normalized score, evaluation returns
+    curves.csv                per run: the score and the curves drawn, at <= MAX_CURVE_POINTS logged updates
     per_env.csv               IQM / mean of final return and of normalized score per env x setting, 95% CIs
     aggregates.csv            median, IQM, mean, optimality gap of normalized scores over envs, 95% CIs
     improvement.csv           P(setting > baseline), 95% CIs
@@ -15,7 +16,9 @@ Report directory::
     aggregates.{md,tex}       table: aggregate metrics per setting
     paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
+    evaluation_scores.*       (lm) the task's evaluation scores (pass@1, pass@G on fresh prompts): IQM [95% CI]
     frontier.{csv,md}         (lm, rlhf) final KL to the reference and two scores per setting
+    entropy_fit*.{csv,md}     (lm, rlhf) Cui et al.'s R = -a exp(H) + b fitted per run; IQM of a, b per setting
     *.png, *.pdf              learning curves (score; entropy, response length, KL where recorded), sensitivity or heat map,
                               aggregate intervals, probability of improvement, performance profiles,
                               (RLHF) the reward vs KL frontier
@@ -37,7 +40,7 @@ import pandas as pd
 
 from ppo_jax.errors import ReportError
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.report import figures, frontier, intervals, paper_table1, scores, tables
+from ppo_jax.report import entropy_fit, figures, frontier, intervals, paper_table1, scores, tables
 from ppo_jax.report.index import write_index
 from ppo_jax.report.scores import NORMALIZATIONS, final_returns, load_reference_scores, normalizers
 from ppo_jax.report.sources import Runs, load_sources
@@ -52,6 +55,8 @@ CURVES = (
     ("sample_entropy", "entropy of the sampled tokens"),
     ("response_length", "response length (tokens)"),
     ("kl_ref", "KL to the reference per response (nats)"),
+    ("length_correct", "length of correct responses (tokens)"),
+    ("length_incorrect", "length of incorrect responses (tokens)"),
 )
 """Metrics drawn as learning curves beside the score, where the runs record them."""
 
@@ -93,6 +98,39 @@ def _curves(runs: Runs, metric: str, reps: int, seed: int) -> dict:
     return out
 
 
+def _per_seed_curves(runs: Runs) -> pd.DataFrame:
+    """Every run's curves of the score and the CURVES metrics it records, at most MAX_CURVE_POINTS evenly spaced
+    logged updates per run (the last included): env, setting, seed, update, env_steps, metrics."""
+    names = [runs.task.score, *(m for m, _ in CURVES if m in runs.curves and m != runs.task.score)]
+    parts = []
+    for _, run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
+        run = run.sort_values("update")
+        keep = np.unique(np.linspace(0, len(run) - 1, min(MAX_CURVE_POINTS, len(run))).round().astype(int))
+        parts.append(run.iloc[keep][["env", "setting", "seed", "update", "env_steps", *names]])
+    return pd.concat(parts, ignore_index=True)
+
+
+def _evaluation_scores(finals: pd.DataFrame, names: list[str], reps: int, seed: int) -> pd.DataFrame:
+    """Per env x setting: runs, diverged, and for each evaluation ``name``: its IQM over seeds, ``name_low``,
+    ``name_high`` (95% CI) and ``name_mean``."""
+    out = None
+    for name in names:
+        stats = intervals.per_env(finals, name, reps, seed).rename(
+            columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "mean": f"{name}_mean"}
+        )
+        out = stats if out is None else out.merge(stats, on=["env", "setting", "runs", "diverged"])
+    return out
+
+
+def _evaluation_markdown(table: pd.DataFrame, names: list[str]) -> str:
+    lines = ["| env | setting | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for row in table.to_dict("records"):
+        note = f" ({row['diverged']}/{row['runs']} diverged)" if row["diverged"] else ""
+        cells = [f"{tables.fmt(row[n])} [{tables.fmt(row[n + '_low'])}, {tables.fmt(row[n + '_high'])}]" for n in names]
+        lines.append(f"| {row['env']} | {row['setting']}{note} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize) -> dict:
     envs = list(dict.fromkeys(runs.curves["env"]))
     settings = list(runs.settings)
@@ -102,12 +140,13 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     norms = normalizers(finals, references, normalize)
     finals["score"] = scores.normalize(finals, norms, references)
     finals.to_csv(out / "final_returns.csv", index=False)
+    _per_seed_curves(runs).to_csv(out / "curves.csv", index=False, float_format="%.7g")
 
     raw = intervals.per_env(finals, "final_return", reps, seed)
     scored = intervals.per_env(finals, "score", reps, seed)
     per_env = raw.merge(scored, on=["env", "setting", "runs", "diverged"], suffixes=("", "_score"))
     per_env.to_csv(out / "per_env.csv", index=False)
-    files = {"data": ["final_returns.csv", "per_env.csv"], "tables": [], "figures": []}
+    files = {"data": ["final_returns.csv", "curves.csv", "per_env.csv"], "tables": [], "figures": []}
 
     caption = (
         f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
@@ -192,6 +231,14 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         (out / "evaluation.md").write_text("\n".join(lines) + "\n")
         files["tables"].append("evaluation.md")
 
+    scored_evals = [c for c in runs.task.eval_names if c in finals and not c.startswith("eval_return_")]
+    if scored_evals:  # e.g. lm's pass@1 and pass@G on fresh prompts
+        table = _evaluation_scores(finals, scored_evals, reps, seed)
+        table.to_csv(out / "evaluation_scores.csv", index=False)
+        (out / "evaluation_scores.md").write_text(_evaluation_markdown(table, scored_evals))
+        files["data"].append("evaluation_scores.csv")
+        files["tables"].append("evaluation_scores.md")
+
     label = runs.task.score_label
     files["figures"] += figures.learning_curves(
         _curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return"
@@ -208,6 +255,15 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         files["data"].append("frontier.csv")
         files["tables"].append("frontier.md")
         files["figures"] += frontier.plot(table, runs.setting_fields, out, "frontier")
+    if entropy_fit.applies(runs):
+        per_run = entropy_fit.fit_runs(runs)
+        per_run.to_csv(out / "entropy_fit_runs.csv", index=False)
+        table = entropy_fit.summary(per_run, reps, seed)
+        table.to_csv(out / "entropy_fit.csv", index=False)
+        (out / "entropy_fit.md").write_text(entropy_fit.markdown(table))
+        files["data"] += ["entropy_fit_runs.csv", "entropy_fit.csv"]
+        files["tables"].append("entropy_fit.md")
+        files["figures"] += entropy_fit.plot(runs, table, out, "entropy_fit")
     grid = _grid_fields(runs.settings, runs.setting_fields)
     if grid is not None:
         cells = raw.assign(

@@ -51,7 +51,7 @@ def save(fig, out: Path, name: str) -> list[str]:
     return [f"{name}.png", f"{name}.pdf"]
 
 
-def _grid(n: int, ncols: int = 3):
+def panel_grid(n: int, ncols: int = 3):
     ncols = min(ncols, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(PANEL[0] * ncols, PANEL[1] * nrows), squeeze=False)
@@ -66,7 +66,7 @@ def learning_curves(curves: dict, settings: list[str], envs: list[str], ylabel: 
     ``curves[(env, setting)] = (env_steps[points], iqm[points], ci[2, points])``.
     """
     with plt.rc_context(STYLE):
-        fig, axes = _grid(len(envs))
+        fig, axes = panel_grid(len(envs))
         palette = dict(zip(settings, colours(len(settings)), strict=True))
         for ax, env in zip(axes, envs, strict=True):
             for setting in settings:
@@ -193,7 +193,7 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
     ``cells`` has columns env, row, col (the two fields' values), iqm, low, high.
     """
     with plt.rc_context(STYLE):
-        fig, axes = _grid(len(envs), ncols=2)
+        fig, axes = panel_grid(len(envs), ncols=2)
         for ax, env in zip(axes, envs, strict=True):
             rows = cells[cells["env"] == env]
             row_values = sorted(rows["row"].unique())

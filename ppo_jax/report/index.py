@@ -84,6 +84,9 @@ FIGURE_TITLES = {
     "curves_sample_entropy": "Entropy of the sampling policy per response token (IQM over seeds, 95% CI band)",
     "curves_response_length": "Response length during training (IQM over seeds, 95% CI band)",
     "curves_kl_ref": "KL to the reference during training (IQM over seeds, 95% CI band)",
+    "curves_length_correct": "Length of the correct responses during training (IQM over seeds, 95% CI band)",
+    "curves_length_incorrect": "Length of the incorrect responses during training (IQM over seeds, 95% CI band)",
+    "entropy_fit": "Score against the sampling policy's entropy: every logged update, and each setting's fitted law",
     "sensitivity": "Sensitivity: normalized final score per setting (IQM, 95% CI), one line per env and all envs together",
     "heatmap": "Heat map: final return per cell of the grid (IQM [95% CI])",
     "aggregates": "Aggregate normalized scores over envs (95% CIs)",
@@ -132,7 +135,12 @@ def write_index(out: Path, result: dict, record: dict) -> None:
             ),
         ),
         ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
+        ("evaluation_scores.md", "Evaluation of the final parameters on fresh prompts (IQM over seeds [95% CI])"),
         ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])"),
+        (
+            "entropy_fit.md",
+            "Entropy-performance law R = -a exp(H) + b (Cui et al. 2025) fitted per run: IQM over seeds [95% CI]",
+        ),
     ]
     for name, title in sections:
         if name in files["tables"]:

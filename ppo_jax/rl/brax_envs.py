@@ -107,9 +107,12 @@ class BraxEnv:
         self.name = name
         self.default_params = BraxParams()
 
-    @property
+    @functools.cached_property
     def obs_dim(self) -> int:
-        return int(self.env.observation_size)
+        """The observation's length, from the shape of a traced reset (Brax's ``observation_size`` runs one
+        eagerly, compiling every op of it: seconds per task, paid by every spec that names the task)."""
+        reset = jax.eval_shape(self.env.reset, jax.ShapeDtypeStruct((2,), jnp.uint32))
+        return int(reset.obs.shape[-1])
 
     @property
     def action_dim(self) -> int:

@@ -148,8 +148,11 @@ def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
 def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="auto", log=_say) -> str:
     """What ``run`` would do, as text: runs, programs, chunks, memory per device, progress in ``out``.
 
-    Compiles one program per group (as the sweep would; cached) to read XLA's
-    memory estimate; writes nothing but the compilation cache.
+    Compiles nothing when the chunk sizes are known (``chunk_size`` given, or the
+    directory's plan): the memory per device is then not estimated. Otherwise it
+    compiles one program per group (as the sweep would, into the compilation
+    cache, which the run then loads) to read XLA's memory estimate, and says so
+    first. Writes nothing but the compilation cache.
     """
     spec, stored, state = load_spec(spec), None, ""
     if out is not None:
@@ -160,10 +163,16 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         else:
             sweep_dir.check_out(out, spec, resume=False, force=False, joining=False)
             state = f"{out}: a new sweep directory"
+    sized = chunk_size is not None or bool(stored and stored.get("chunk_sizes"))
+    if not sized:
+        log(
+            f"compiling {len(group_pairs(spec))} program(s) to read their memory estimates (seconds to a minute "
+            "each; cached for the run); give --chunk-size to plan without compiling"
+        )
     with compilation_cache(cache_dir):
         sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         mesh = device_mesh()
-        programs = [group_program(sweep_plan, g, mesh, log) for g in sweep_plan.groups]
+        programs = [None if sized else group_program(sweep_plan, g, mesh, log) for g in sweep_plan.groups]
     runs = len(spec.settings) * len(spec.seeds)
     task = spec.task
     steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
@@ -177,9 +186,10 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
     ]
     for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs, strict=True):
         count = sum(c.group == g.index for c in sweep_plan.chunks)
+        memory = "memory not estimated (nothing compiled)" if program is None else f"~{format_bytes(program.memory)}"
         lines.append(
             f"  group {g.index}: {describe_group(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
-            f"~{format_bytes(program.memory)} per device"
+            f"{memory} per device"
         )
     return "\n".join(lines + ([state] if state else []) + ["nothing was run (dry run)"])
 

@@ -63,7 +63,7 @@ def test_ppo_jax_lm_sft_then_grpo_raises_sampled_pass_at_1(tmp_path):
     [
         (dict(group_size=1), "needs group_size >= 2"),
         (dict(num_minibatches=3), "do not split into num_minibatches=3"),
-        (dict(clip_eps_low=0.3, clip_eps_high=0.2), "clip_eps_high .* is below clip_eps_low"),
+        (dict(clip_cov_low=3.0, clip_cov_high=2.0), "clip_cov_high is below clip_cov_low"),
         (dict(max_response_len=3), "cannot hold the longest intended response of 2-digit addition"),
         (dict(num_heads=3), "num_heads=3 does not divide model_dim=64"),
         (dict(overlong_buffer=50), "overlong_buffer=50 must be shorter"),
