@@ -17,6 +17,7 @@ Report directory::
     paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
     evaluation_scores.*       (lm) the task's evaluation scores (pass@1, pass@G on fresh prompts): IQM [95% CI]
+    final_metrics*.{csv,md}   (lm, rlhf) final values of the task's reported metrics per run, IQM [95% CI] per setting
     frontier.{csv,md}         (lm, rlhf) final KL to the reference and two scores per setting
     entropy_fit*.{csv,md}     (lm, rlhf) Cui et al.'s R = -a exp(H) + b fitted per run; IQM of a, b per setting
     *.png, *.pdf              learning curves (score; entropy, response length, KL where recorded), sensitivity or heat map,
@@ -40,7 +41,7 @@ import pandas as pd
 
 from ppo_jax.errors import ReportError
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.report import entropy_fit, figures, frontier, intervals, paper_table1, scores, tables
+from ppo_jax.report import entropy_fit, figures, frontier, intervals, metric_tables, paper_table1, scores, tables
 from ppo_jax.report.index import write_index
 from ppo_jax.report.scores import NORMALIZATIONS, final_returns, load_reference_scores, normalizers
 from ppo_jax.report.sources import Runs, load_sources
@@ -108,27 +109,6 @@ def _per_seed_curves(runs: Runs) -> pd.DataFrame:
         keep = np.unique(np.linspace(0, len(run) - 1, min(MAX_CURVE_POINTS, len(run))).round().astype(int))
         parts.append(run.iloc[keep][["env", "setting", "seed", "update", "env_steps", *names]])
     return pd.concat(parts, ignore_index=True)
-
-
-def _evaluation_scores(finals: pd.DataFrame, names: list[str], reps: int, seed: int) -> pd.DataFrame:
-    """Per env x setting: runs, diverged, and for each evaluation ``name``: its IQM over seeds, ``name_low``,
-    ``name_high`` (95% CI) and ``name_mean``."""
-    out = None
-    for name in names:
-        stats = intervals.per_env(finals, name, reps, seed).rename(
-            columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "mean": f"{name}_mean"}
-        )
-        out = stats if out is None else out.merge(stats, on=["env", "setting", "runs", "diverged"])
-    return out
-
-
-def _evaluation_markdown(table: pd.DataFrame, names: list[str]) -> str:
-    lines = ["| env | setting | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
-    for row in table.to_dict("records"):
-        note = f" ({row['diverged']}/{row['runs']} diverged)" if row["diverged"] else ""
-        cells = [f"{tables.fmt(row[n])} [{tables.fmt(row[n + '_low'])}, {tables.fmt(row[n + '_high'])}]" for n in names]
-        lines.append(f"| {row['env']} | {row['setting']}{note} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
 
 
 def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize) -> dict:
@@ -231,11 +211,19 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         (out / "evaluation.md").write_text("\n".join(lines) + "\n")
         files["tables"].append("evaluation.md")
 
+    per_run, names = metric_tables.final_metrics(runs, last_percent)
+    if len(names) > 1:  # the score and more (lm: entropy, response length, KL to the reference)
+        per_run.to_csv(out / "final_metrics_runs.csv", index=False)
+        table = metric_tables.summarise(per_run, names, reps, seed)
+        table.to_csv(out / "final_metrics.csv", index=False)
+        (out / "final_metrics.md").write_text(metric_tables.markdown(table, names))
+        files["data"] += ["final_metrics_runs.csv", "final_metrics.csv"]
+        files["tables"].append("final_metrics.md")
     scored_evals = [c for c in runs.task.eval_names if c in finals and not c.startswith("eval_return_")]
     if scored_evals:  # e.g. lm's pass@1 and pass@G on fresh prompts
-        table = _evaluation_scores(finals, scored_evals, reps, seed)
+        table = metric_tables.summarise(finals, scored_evals, reps, seed)
         table.to_csv(out / "evaluation_scores.csv", index=False)
-        (out / "evaluation_scores.md").write_text(_evaluation_markdown(table, scored_evals))
+        (out / "evaluation_scores.md").write_text(metric_tables.markdown(table, scored_evals))
         files["data"].append("evaluation_scores.csv")
         files["tables"].append("evaluation_scores.md")
 

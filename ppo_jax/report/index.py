@@ -135,6 +135,7 @@ def write_index(out: Path, result: dict, record: dict) -> None:
             ),
         ),
         ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
+        ("final_metrics.md", "Final values of the reported metrics (IQM over seeds [95% CI])"),
         ("evaluation_scores.md", "Evaluation of the final parameters on fresh prompts (IQM over seeds [95% CI])"),
         ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])"),
         (

@@ -1,5 +1,6 @@
-"""Cui et al.'s law R = -a exp(H) + b fitted per run: against the normal equations worked out by hand, and a synthetic
-lm sweep whose runs follow the law exactly with known a, b; the report's per-seed curves (curves.csv)."""
+"""Reports on lm sweeps: Cui et al.'s law R = -a exp(H) + b fitted per run (against the normal equations worked out
+by hand, and a synthetic sweep whose runs follow the law exactly with known a, b), the final values of the reported
+metrics and the evaluation scores per setting, and every report's per-seed curves (curves.csv)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,13 @@ def test_lm_report_fits_each_run_exports_its_curves_and_tables_its_evaluation(tm
     np.testing.assert_allclose(summary["a"], [np.mean([0.2, 0.21]), 0.3], rtol=1e-6)  # IQM of 2 values = their mean
     assert "Entropy-performance law" in (out / "index.md").read_text()
     assert (out / "entropy_fit.png").exists() and (out / "curves_sample_entropy.png").exists()
+
+    finals = pd.read_csv(out / "final_metrics_runs.csv")  # the last 10% of 20 updates: the last 2
+    run = finals[(finals["seed"] == 1) & ~finals["diverged"]].iloc[0]  # seed 1's entropy is the same in both settings
+    np.testing.assert_allclose(run["sample_entropy"], np.linspace(1.1, 0.1, UPDATES)[-2:].mean(), rtol=1e-6)
+    summary = pd.read_csv(out / "final_metrics.csv")
+    assert {"accuracy", "sample_entropy_low", "response_length_high", "kl_ref"} <= set(summary.columns)
+    assert list(summary["diverged"]) == [0, 1]
 
     evaluation = pd.read_csv(out / "evaluation_scores.csv")  # IQM of 2 seeds = their mean
     np.testing.assert_allclose(evaluation["eval_pass_at_1"], [0.51, 0.61], rtol=1e-6)

@@ -1,0 +1,50 @@
+"""Tables of several metrics per env x setting: final values of the task's reported metrics, evaluation scores.
+
+Each cell is the IQM over seeds with rliable's 95% stratified-bootstrap CI (``intervals.per_env``). A run's
+final value of a metric is its mean over the report's last percent of logged updates (``final_values.final_value``);
+a diverged run has none (NaN, counted in ``diverged`` and left out of the statistics).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ppo_jax.final_values import divergence_flags, final_value, first_divergence
+from ppo_jax.report import intervals, tables
+from ppo_jax.report.sources import Runs
+
+
+def final_metrics(runs: Runs, last_percent: float) -> tuple[pd.DataFrame, list[str]]:
+    """(one row per run: env, setting, seed, diverged, and the final value of each of ``Task.reported``'s
+    metrics the runs record; those metrics' names)."""
+    names = [m for m in runs.task.reported if m in runs.curves.columns]
+    rows = []
+    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
+        run = run.sort_values("update")
+        flags = divergence_flags(run)
+        diverged = flags is not None and int(first_divergence(flags)) >= 0
+        values = {m: np.nan if diverged else float(final_value(run[m].to_numpy(), last_percent / 100)) for m in names}
+        rows.append({"env": env, "setting": setting, "seed": int(seed), "diverged": diverged, **values})
+    return pd.DataFrame(rows), names
+
+
+def summarise(per_run: pd.DataFrame, names: list[str], reps: int, seed: int) -> pd.DataFrame:
+    """Per env x setting: runs, diverged, and per metric ``m``: ``m`` (IQM), ``m_low``, ``m_high``, ``m_mean``."""
+    out = None
+    for name in names:
+        stats = intervals.per_env(per_run, name, reps, seed).rename(
+            columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "mean": f"{name}_mean"}
+        )
+        out = stats if out is None else out.merge(stats, on=["env", "setting", "runs", "diverged"])
+    return out
+
+
+def markdown(table: pd.DataFrame, names: list[str]) -> str:
+    """One row per env x setting, one column per metric: ``IQM [low, high]``."""
+    lines = ["| env | setting | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    for row in table.to_dict("records"):
+        note = f" ({row['diverged']}/{row['runs']} diverged)" if row["diverged"] else ""
+        cells = [f"{tables.fmt(row[n])} [{tables.fmt(row[n + '_low'])}, {tables.fmt(row[n + '_high'])}]" for n in names]
+        lines.append(f"| {row['env']} | {row['setting']}{note} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
