@@ -229,12 +229,24 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
 
     label = runs.task.score_label
     files["figures"] += figures.learning_curves(
-        _curves(runs, runs.task.score, reps, seed), settings, envs, f"{label} (IQM)", out, "curves_return"
+        _curves(runs, runs.task.score, reps, seed),
+        settings,
+        envs,
+        f"{label} (IQM)",
+        out,
+        "curves_return",
+        runs.task.sample_unit,
     )
     for metric, label in CURVES:
         if metric in runs.curves:
             files["figures"] += figures.learning_curves(
-                _curves(runs, metric, reps, seed), settings, envs, f"{label} (IQM)", out, f"curves_{metric}"
+                _curves(runs, metric, reps, seed),
+                settings,
+                envs,
+                f"{label} (IQM)",
+                out,
+                f"curves_{metric}",
+                runs.task.sample_unit,
             )
     if frontier.applies(runs):
         table = frontier.frontier_table(runs, last_percent)

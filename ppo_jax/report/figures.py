@@ -60,10 +60,12 @@ def panel_grid(n: int, ncols: int = 3):
     return fig, list(axes.flat)
 
 
-def learning_curves(curves: dict, settings: list[str], envs: list[str], ylabel: str, out: Path, name: str) -> list[str]:
+def learning_curves(
+    curves: dict, settings: list[str], envs: list[str], ylabel: str, out: Path, name: str, xlabel: str = "env steps"
+) -> list[str]:
     """One panel per env, one line per setting: IQM over seeds with its 95% CI band.
 
-    ``curves[(env, setting)] = (env_steps[points], iqm[points], ci[2, points])``.
+    ``curves[(env, setting)] = (env_steps[points], iqm[points], ci[2, points])``; ``xlabel``: what the steps count.
     """
     with plt.rc_context(STYLE):
         fig, axes = panel_grid(len(envs))
@@ -76,12 +78,18 @@ def learning_curves(curves: dict, settings: list[str], envs: list[str], ylabel: 
                 ax.plot(steps, iqm, color=palette[setting], lw=1.2, label=setting)
                 ax.fill_between(steps, ci[0], ci[1], color=palette[setting], alpha=0.2, lw=0)
             ax.set_title(env)
-            ax.set_xlabel("env steps")
+            ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)
             ax.ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
         handles, labels = next(iter(axes)).get_legend_handles_labels()
+        columns = 4 if max(map(len, labels), default=0) <= 30 else 2  # long setting labels: fewer columns
         fig.legend(
-            handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(4, len(labels)), frameon=False
+            handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, 0.0),
+            ncol=min(columns, len(labels)),
+            frameon=False,
         )
         fig.tight_layout()
         return save(fig, out, name)

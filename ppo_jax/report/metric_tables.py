@@ -14,11 +14,16 @@ from ppo_jax.final_values import divergence_flags, final_value, first_divergence
 from ppo_jax.report import intervals, tables
 from ppo_jax.report.sources import Runs
 
+DIAGNOSTICS = ("clip_fraction", "clip_low", "clip_high", "approx_kl")
+"""Metrics of the update itself, tabled beside the reported ones where the runs record them: how often the clip
+bound (PPO's fraction; lm's low and high sides apart) and how far the policy moved per update."""
+
 
 def final_metrics(runs: Runs, last_percent: float) -> tuple[pd.DataFrame, list[str]]:
     """(one row per run: env, setting, seed, diverged, and the final value of each of ``Task.reported``'s
-    metrics the runs record; those metrics' names)."""
-    names = [m for m in runs.task.reported if m in runs.curves.columns]
+    metrics and of ``DIAGNOSTICS`` the runs record; those metrics' names)."""
+    names = [m for m in (*runs.task.reported, *DIAGNOSTICS) if m in runs.curves.columns]
+    names = list(dict.fromkeys(names))
     rows = []
     for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
         run = run.sort_values("update")

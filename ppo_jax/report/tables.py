@@ -1,7 +1,7 @@
 """Tables of final return per setting (rows) x env (columns): Markdown and LaTeX (booktabs).
 
 A cell is ``IQM [low, high]`` over seeds (95% stratified-bootstrap CI), or the value alone where it has no
-CI (low and high NaN), followed by ``(k/n diverged)`` where k of its n runs diverged (a table with
+CI (low and high NaN; a ``text`` column, where a row has one, gives a published number as printed), followed by ``(k/n diverged)`` where k of its n runs diverged (a table with
 ``diverged`` and ``runs`` columns; ``ppo_jax.report.scores.DIVERGED_RULE``). **Bold by rule**
 (``BOLD_RULE``): a cell is bold only where its interval lies wholly above every other interval of its column
 (below, where lower is better), so bold never marks a point estimate the data do not separate; a column
@@ -28,7 +28,9 @@ def fmt(x: float) -> str:
         return f"{x:.0f}"
     if abs(x) >= 10:
         return f"{x:.1f}"
-    return f"{x:.2f}"
+    if abs(x) >= 1:
+        return f"{x:.2f}"
+    return f"{x:#.3g}"  # below 1: 3 significant digits (0.886, 0.0662, 0.500)
 
 
 def _cells(
@@ -53,7 +55,8 @@ def _cells(
             )
             diverged = int(cell["diverged"]) if "diverged" in cell and cell["diverged"] == cell["diverged"] else 0
             note = f" ({diverged}/{int(cell['runs'])} diverged)" if diverged else ""
-            row_text.append(fmt(cell["iqm"]) + interval + note)
+            value = cell["text"] if isinstance(cell.get("text"), str) else fmt(cell["iqm"])  # text: as published
+            row_text.append(value + interval + note)
             row_bold.append(setting == winner[column])
         texts.append(row_text)
         bold.append(row_bold)

@@ -208,9 +208,9 @@ def test_the_bold_rule_by_hand():
     frame = pd.DataFrame(rows, columns=["env", "setting", "iqm", "low", "high"])
     lines = tables.markdown(frame, ["x", "y", "z"], ["a", "b", "c", "d"], lower_is_better=("c",)).splitlines()
     cells = {line.split(" | ")[0].strip("| "): [c.strip(" |") for c in line.split(" | ")[1:]] for line in lines[2:]}
-    assert cells["x"] == ["**5.00 [4.00, 6.00]**", "4.00 [3.50, 4.50]", "2.00 [1.60, 3.00]", "0.70"]
-    assert cells["y"] == ["2.00 [1.00, 3.00]", "5.00 [3.00, 7.00]", "", "**0.80**"]
-    assert cells["z"] == ["3.00 [2.50, 3.50]", "1.00 [0.00, 2.00]", "**1.00 [0.50, 1.50]**", ""]
+    assert cells["x"] == ["**5.00 [4.00, 6.00]**", "4.00 [3.50, 4.50]", "2.00 [1.60, 3.00]", "0.700"]
+    assert cells["y"] == ["2.00 [1.00, 3.00]", "5.00 [3.00, 7.00]", "", "**0.800**"]
+    assert cells["z"] == ["3.00 [2.50, 3.50]", "1.00 [0.00, 2.00]", "**1.00 [0.500, 1.50]**", ""]
     # Touching intervals do not separate: x's low equal to another's high is no win.
     touching = frame.copy()
     touching.loc[1, "high"] = 4.0

@@ -47,9 +47,9 @@ PER_RUN = {
     ("Acrobot-v1", "clip_no_min"): [0.0, 80 / 420],
 }
 ROWS = {  # setting label -> (CartPole mean, Acrobot mean, mean over envs, paper)
-    "objective=clip, kl_beta=1": ("1.00", "0.90", "0.95", "0.82"),
-    "objective=kl_fixed, kl_beta=3": ("0.53", "**1.00**", "0.76", "0.72"),
-    "objective=clip_no_min, kl_beta=1": ("0.05", "0.10", "0.07", ""),
+    "objective=clip, kl_beta=1": ("1.00", "0.905", "0.952", "0.82"),
+    "objective=kl_fixed, kl_beta=3": ("0.526", "**1.00**", "0.763", "0.72"),
+    "objective=clip_no_min, kl_beta=1": ("0.0526", "0.0952", "0.0739", ""),  # the paper's numbers as printed,
 }
 
 
