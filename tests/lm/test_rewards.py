@@ -220,6 +220,7 @@ def test_inert_fields_of_rlhf():
     unused = {
         "digits",
         "scratchpad",
+        "scratchpad_filler",
         "model_dim",
         "num_layers",
         "num_heads",
