@@ -21,7 +21,8 @@ class Report:
     (ppo_jax/report/scores.py; override with --reference-scores), or with
     --normalize best-setting by the best setting (1), as in the PPO paper, with its
     Table 1 beside ours. RLHF sweeps also get the reward-vs-KL frontier figure.
-    All CIs: rliable's stratified bootstrap, 95%, --reps replicates, seeded.
+    All CIs: rliable's stratified bootstrap, 95%, --reps replicates, seeded; a cell with fewer than
+    --min-seeds-for-ci seeds gets its per-seed values instead of a CI.
     """
 
     dirs: Annotated[tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]
@@ -32,6 +33,8 @@ class Report:
     """Final value = mean score over this last percentage of each run's logged updates (default: the task's, PPO 5, RLHF 10)."""
     reps: int = 2000
     """Bootstrap replicates per confidence interval."""
+    min_seeds_for_ci: int = 5
+    """The fewest seeds per cell given a bootstrap CI; a cell with fewer shows its IQM and every seed's value (a resample of so few values can only recombine them), and its column bolds nothing."""
     seed: int = 0
     """Seed of the bootstrap resampling (the report is reproducible for a given seed)."""
     baseline: str | None = None
@@ -58,6 +61,7 @@ def run_report(args: Report, argv: list[str]) -> int:
         normalize=args.normalize,
         force=args.force,
         command=argv,
+        min_seeds=args.min_seeds_for_ci,
     )
     say(f"report: {path / 'index.md'} (and index.html)")
     return 0

@@ -15,6 +15,7 @@ Report directory::
     final_return.{md,tex}     table: IQM final return [95% CI] per setting x env, bold by tables.BOLD_RULE
     aggregates.{md,tex}       table: aggregate metrics per setting
     paper_table1.{md,tex}     (--normalize best-setting) the PPO paper's Table 1 beside ours, and its figure
+    paper_rank_agreement.csv  (--normalize best-setting) Spearman / Kendall between our ranking and the paper's
     evaluation.md             evaluation of the final parameters (stochastic / deterministic policy)
     evaluation_scores.*       (lm) the task's evaluation scores (pass@1, pass@G on fresh prompts): IQM [95% CI]
     final_metrics*.{csv,md}   (lm, rlhf) final values of the task's reported metrics per run, IQM [95% CI] per setting
@@ -88,14 +89,17 @@ def _grid_fields(settings: dict[str, dict], fields: list[str]) -> tuple[str, str
     return a, b
 
 
-def _curves(runs: Runs, metric: str, reps: int, seed: int) -> dict:
+def _curves(runs: Runs, metric: str, reps: int, seed: int, min_seeds: int) -> dict:
+    """{(env, setting): (env_steps[points], iqm[points], ci[2, points], per-seed values[seeds, points] where the
+    cell has fewer than ``min_seeds`` seeds (no CI; the figure draws every seed) else None)}."""
     out = {}
     for (env, setting), rows in runs.curves.groupby(["env", "setting"], sort=False):
         table = rows.pivot_table(index="seed", columns="env_steps", values=metric, dropna=False)
         steps = table.columns.to_numpy()
         keep = np.unique(np.linspace(0, len(steps) - 1, min(MAX_CURVE_POINTS, len(steps))).round().astype(int))
-        iqm, ci = intervals.curve(table.to_numpy(float)[:, keep], reps, seed)
-        out[(env, setting)] = (steps[keep], iqm, ci)
+        values = table.to_numpy(float)[:, keep]
+        iqm, ci = intervals.curve(values, reps, seed, min_seeds)
+        out[(env, setting)] = (steps[keep], iqm, ci, values if len(values) < min_seeds else None)
     return out
 
 
@@ -111,7 +115,7 @@ def _per_seed_curves(runs: Runs) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize) -> dict:
+def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize, min_seeds) -> dict:
     envs = list(dict.fromkeys(runs.curves["env"]))
     settings = list(runs.settings)
     finals = final_returns(runs, last_percent)
@@ -122,14 +126,15 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     finals.to_csv(out / "final_returns.csv", index=False)
     _per_seed_curves(runs).to_csv(out / "curves.csv", index=False, float_format="%.7g")
 
-    raw = intervals.per_env(finals, "final_return", reps, seed)
-    scored = intervals.per_env(finals, "score", reps, seed)
-    per_env = raw.merge(scored, on=["env", "setting", "runs", "diverged"], suffixes=("", "_score"))
+    raw = intervals.per_env(finals, "final_return", reps, seed, min_seeds)
+    scored = intervals.per_env(finals, "score", reps, seed, min_seeds)
+    per_env = raw.merge(scored, on=["env", "setting", "runs", "diverged", "few_seeds"], suffixes=("", "_score"))
     per_env.to_csv(out / "per_env.csv", index=False)
     files = {"data": ["final_returns.csv", "curves.csv", "per_env.csv"], "tables": [], "figures": []}
 
     caption = (
-        f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]."
+        f"Final {runs.task.score_label} (mean over the last {last_percent:g}% of updates): IQM over seeds [95% CI]"
+        f"{'; ' + intervals.NO_CI_RULE.format(n=min_seeds) if raw['few_seeds'].any() else ''}."
     )
     (out / "final_return.md").write_text(tables.markdown(raw, settings, envs))
     (out / "final_return.tex").write_text(tables.latex(raw, settings, envs, caption))
@@ -147,8 +152,10 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         "per_env": per_env,
         "files": files,
     }
+    with_ci = not per_env.loc[per_env["setting"].isin(complete), "few_seeds"].any()
     if matrices and all(np.isfinite(m).all() for m in matrices.values()):
-        agg = intervals.aggregates(matrices, reps, seed)
+        agg = intervals.aggregates(matrices, reps, seed, with_ci)
+        agg["few_seeds"] = not with_ci
         agg["runs"] = agg["setting"].map(diverged["size"]).astype(int)
         agg["diverged"] = agg["setting"].map(diverged["sum"]).astype(int)
         agg.to_csv(out / "aggregates.csv", index=False)
@@ -175,7 +182,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
                 raise ReportError(
                     f"--baseline {chosen!r} is not a setting run on every env; settings: {list(matrices)}."
                 )
-            poi = intervals.improvement(matrices, chosen, reps, seed)
+            poi = intervals.improvement(matrices, chosen, reps, seed, with_ci)
             poi.to_csv(out / "improvement.csv", index=False)
             files["data"].append("improvement.csv")
             files["figures"] += figures.improvement(poi, out, "improvement")
@@ -183,7 +190,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             result["baseline"] = chosen
         files["figures"] += figures.interval_estimates(agg, complete, intervals.AGGREGATES, out, "aggregates")
         files["figures"] += figures.profiles(
-            intervals.performance_profiles(matrices, TAUS, reps, seed), TAUS, complete, out, "profiles"
+            intervals.performance_profiles(matrices, TAUS, reps, seed, with_ci), TAUS, complete, out, "profiles"
         )
     if normalize == "best-setting":
         if "aggregates" not in result:
@@ -192,7 +199,12 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
                 f"({', '.join(envs)}) and a finite final return in each run; there is none."
             )
         long = paper_table1.table(per_env, result["aggregates"], complete, envs, runs.configs)
-        written, drawn = paper_table1.write(out, long, complete, envs, norms)
+        agreement = paper_table1.rank_agreement(scorable, complete, envs, runs.configs, reps, seed, with_ci)
+        if agreement is not None:
+            agreement.to_csv(out / "paper_rank_agreement.csv", index=False)
+            files["data"].append("paper_rank_agreement.csv")
+        text = paper_table1.agreement_text(agreement, min_seeds)
+        written, drawn = paper_table1.write(out, long, complete, envs, norms, text)
         files["tables"] += written
         files["figures"] += drawn
 
@@ -214,14 +226,14 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     per_run, names = metric_tables.final_metrics(runs, last_percent)
     if len(names) > 1:  # the score and more (lm: entropy, response length, KL to the reference)
         per_run.to_csv(out / "final_metrics_runs.csv", index=False)
-        table = metric_tables.summarise(per_run, names, reps, seed)
+        table = metric_tables.summarise(per_run, names, reps, seed, min_seeds)
         table.to_csv(out / "final_metrics.csv", index=False)
         (out / "final_metrics.md").write_text(metric_tables.markdown(table, names))
         files["data"] += ["final_metrics_runs.csv", "final_metrics.csv"]
         files["tables"].append("final_metrics.md")
     scored_evals = [c for c in runs.task.eval_names if c in finals and not c.startswith("eval_return_")]
     if scored_evals:  # e.g. lm's pass@1 and pass@G on fresh prompts
-        table = metric_tables.summarise(finals, scored_evals, reps, seed)
+        table = metric_tables.summarise(finals, scored_evals, reps, seed, min_seeds)
         table.to_csv(out / "evaluation_scores.csv", index=False)
         (out / "evaluation_scores.md").write_text(metric_tables.markdown(table, scored_evals))
         files["data"].append("evaluation_scores.csv")
@@ -229,7 +241,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
 
     label = runs.task.score_label
     files["figures"] += figures.learning_curves(
-        _curves(runs, runs.task.score, reps, seed),
+        _curves(runs, runs.task.score, reps, seed, min_seeds),
         settings,
         envs,
         f"{label} (IQM)",
@@ -240,7 +252,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     for metric, label in CURVES:
         if metric in runs.curves:
             files["figures"] += figures.learning_curves(
-                _curves(runs, metric, reps, seed),
+                _curves(runs, metric, reps, seed, min_seeds),
                 settings,
                 envs,
                 f"{label} (IQM)",
@@ -249,7 +261,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
                 runs.task.sample_unit,
             )
     if frontier.applies(runs):
-        table = frontier.frontier_table(runs, last_percent)
+        table = frontier.frontier_table(runs, last_percent, min_seeds)
         table.to_csv(out / "frontier.csv", index=False)
         (out / "frontier.md").write_text(frontier.markdown(table, runs.setting_fields))
         files["data"].append("frontier.csv")
@@ -258,7 +270,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
     if entropy_fit.applies(runs):
         per_run = entropy_fit.fit_runs(runs)
         per_run.to_csv(out / "entropy_fit_runs.csv", index=False)
-        table = entropy_fit.summary(per_run, reps, seed)
+        table = entropy_fit.summary(per_run, reps, seed, min_seeds)
         table.to_csv(out / "entropy_fit.csv", index=False)
         (out / "entropy_fit.md").write_text(entropy_fit.markdown(table))
         files["data"] += ["entropy_fit_runs.csv", "entropy_fit.csv"]
@@ -305,6 +317,7 @@ def make_report(
     normalize: str = "reference",
     force: bool = False,
     command: list[str] | None = None,
+    min_seeds: int = intervals.MIN_SEEDS,
 ) -> Path:
     """Write a report for the runs in ``paths`` (run or sweep directories of one task) to ``out``; returns ``out``.
 
@@ -312,7 +325,8 @@ def make_report(
     value (default: the task's, ``Task.final_fraction``). ``normalize``: "reference"
     (a documented best score = 1 where there is one) or "best-setting" (the PPO
     paper's normalization everywhere, and its Table 1 beside ours:
-    ``ppo_jax.report.paper_table1``). Everything is checked
+    ``ppo_jax.report.paper_table1``). ``min_seeds``: the fewest seeds per cell
+    given a bootstrap CI (``intervals.NO_CI_RULE``). Everything is checked
     and read before anything is written; the report is built in a temporary
     sibling directory and renamed into place (``ppo_jax.storage.atomic``), so
     ``out`` is either the complete new report or untouched (with ``force``, an
@@ -321,6 +335,8 @@ def make_report(
     out = absolute(out)
     if reps < 100:
         raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
+    if isinstance(min_seeds, bool) or not isinstance(min_seeds, int) or min_seeds < 2:
+        raise ReportError(f"--min-seeds-for-ci must be an integer of at least 2, got {min_seeds!r}.")
     if normalize not in NORMALIZATIONS:
         raise ReportError(f"--normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}.")
     check_out_dir(
@@ -351,6 +367,7 @@ def make_report(
             baseline=baseline,
             references=references,
             normalize=normalize,
+            min_seeds=min_seeds,
         )
         record = {
             "task": runs.task.name,
@@ -362,6 +379,7 @@ def make_report(
                 "normalize": normalize,
                 "confidence": 0.95,
                 "bootstrap": "rliable stratified percentile bootstrap",
+                "min_seeds_for_ci": min_seeds,
             },
             "score": {"metric": runs.task.score, "label": runs.task.score_label},
             "normalizers": {

@@ -74,13 +74,18 @@ def fit_runs(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary(per_run: pd.DataFrame, reps: int, seed: int) -> pd.DataFrame:
-    """Per env x setting: runs, fitted (runs with a fit), median r2, and for a, b, ceiling: IQM [95% CI] over seeds."""
+def summary(per_run: pd.DataFrame, reps: int, seed: int, min_seeds: int = intervals.MIN_SEEDS) -> pd.DataFrame:
+    """Per env x setting: runs, fitted (runs with a fit), median r2, and for a, b, ceiling: IQM [95% CI] over seeds
+    (per-seed values ``m_per_seed`` instead of a CI with fewer than ``min_seeds`` fits)."""
     fitted = per_run[np.isfinite(per_run["a"])].assign(diverged=False)
     out = None
     for name, _ in PARAMETERS:
-        stats = intervals.per_env(fitted, name, reps, seed).drop(columns=["runs", "diverged", "mean"])
-        stats = stats.rename(columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high"})
+        stats = intervals.per_env(fitted, name, reps, seed, min_seeds).drop(
+            columns=["runs", "diverged", "mean", "few_seeds"]
+        )
+        stats = stats.rename(
+            columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "per_seed": f"{name}_per_seed"}
+        )
         out = stats if out is None else out.merge(stats, on=["env", "setting"])
     counts = per_run.groupby(["env", "setting"], sort=False).agg(
         runs=("seed", "size"), fitted=("a", lambda a: int(np.isfinite(a).sum())), median_r2=("r2", "median")
@@ -94,7 +99,9 @@ def markdown(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(head) + " |", "|---|---|---:|" + "---:|" * (len(PARAMETERS) + 1)]
     for row in table.itertuples():
         cells = [
-            f"{tables.fmt(getattr(row, n))} [{tables.fmt(getattr(row, n + '_low'))}, {tables.fmt(getattr(row, n + '_high'))}]"
+            tables.cell(
+                getattr(row, n), getattr(row, n + "_low"), getattr(row, n + "_high"), getattr(row, n + "_per_seed")
+            )
             for n, _ in PARAMETERS
         ]
         lines.append(

@@ -63,9 +63,11 @@ def panel_grid(n: int, ncols: int = 3):
 def learning_curves(
     curves: dict, settings: list[str], envs: list[str], ylabel: str, out: Path, name: str, xlabel: str = "env steps"
 ) -> list[str]:
-    """One panel per env, one line per setting: IQM over seeds with its 95% CI band.
+    """One panel per env, one line per setting: IQM over seeds with its 95% CI band, or with every seed's curve
+    drawn thin where there are too few seeds for a CI.
 
-    ``curves[(env, setting)] = (env_steps[points], iqm[points], ci[2, points])``; ``xlabel``: what the steps count.
+    ``curves[(env, setting)] = (env_steps[points], iqm[points], ci[2, points], per-seed values[seeds, points] or
+    None)``; ``xlabel``: what the steps count.
     """
     with plt.rc_context(STYLE):
         fig, axes = panel_grid(len(envs))
@@ -74,9 +76,12 @@ def learning_curves(
             for setting in settings:
                 if (env, setting) not in curves:
                     continue
-                steps, iqm, ci = curves[(env, setting)]
+                steps, iqm, ci, seeds = curves[(env, setting)]
                 ax.plot(steps, iqm, color=palette[setting], lw=1.2, label=setting)
-                ax.fill_between(steps, ci[0], ci[1], color=palette[setting], alpha=0.2, lw=0)
+                if seeds is None:
+                    ax.fill_between(steps, ci[0], ci[1], color=palette[setting], alpha=0.2, lw=0)
+                else:
+                    ax.plot(steps, seeds.T, color=palette[setting], lw=0.5, alpha=0.5)
             ax.set_title(env)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(ylabel)

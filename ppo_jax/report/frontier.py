@@ -5,7 +5,8 @@ Per setting: the final KL(pi || pi_ref) per response (``kl_ref``) and two scores
 programmatic score (``true_score``); for the lm task the reward the advantages
 used (``reward``) and sampled pass@1 (``accuracy``); each the mean over seeds of the runs' final values (mean over
 the report's last percent of updates) with a 95% percentile-bootstrap CI over
-seeds (``ppo_jax.final_values.seed_ci``); a diverged run has no final values
+seeds (``ppo_jax.final_values.seed_ci``; with fewer seeds than the report's
+``min_seeds``, no CI and the per-seed values, ``intervals.NO_CI_RULE``); a diverged run has no final values
 and is counted in ``diverged`` (the means are over the others). The figure puts KL on x and the
 two scores on y, one series per value of a second swept field (the clip range
 or the preset when swept), points in order of the first (beta when swept); a gap
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.final_values import divergence_flags, final_value, first_divergence, seed_ci
-from ppo_jax.report import figures
+from ppo_jax.report import figures, intervals, tables
 from ppo_jax.report.sources import Runs
 
 PANEL_CHOICES = (
@@ -42,9 +43,10 @@ def applies(runs: Runs) -> bool:
     return "kl_ref" in runs.curves.columns and bool(panels(runs.curves.columns))
 
 
-def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
+def frontier_table(runs: Runs, last_percent: float, min_seeds: int = intervals.MIN_SEEDS) -> pd.DataFrame:
     """One row per setting: its swept values, seeds, diverged (seeds), and per metric ``m``: ``m``, ``m_ci95_low``,
-    ``m_ci95_high`` (over the seeds that did not diverge)."""
+    ``m_ci95_high``, ``m_per_seed`` (over the seeds that did not diverge; per-seed values instead of a CI with
+    fewer than ``min_seeds`` of them)."""
     rows = []
     metrics = ("kl_ref", *(metric for metric, _ in panels(runs.curves.columns)))
     for (env, setting), group in runs.curves.groupby(["env", "setting"], sort=False):
@@ -61,6 +63,10 @@ def frontier_table(runs: Runs, last_percent: float) -> pd.DataFrame:
         row["diverged"] = diverged
         for m, values in per_seed.items():
             row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = seed_ci(values)[:3]
+            finite = np.asarray(values)[np.isfinite(values)]
+            row[f"{m}_per_seed"] = intervals.per_seed_text(finite) if len(finite) < min_seeds else ""
+            if len(finite) < min_seeds:
+                row[f"{m}_ci95_low"] = row[f"{m}_ci95_high"] = np.nan
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -124,7 +130,7 @@ def markdown(table: pd.DataFrame, fields: list[str]) -> str:
     """The frontier as a Markdown table: one row per setting, final values as mean [95% CI] over seeds."""
 
     def cell(row, m):
-        return f"{row[m]:.3f} [{row[m + '_ci95_low']:.3f}, {row[m + '_ci95_high']:.3f}]"
+        return tables.cell(row[m], row[m + "_ci95_low"], row[m + "_ci95_high"], row.get(m + "_per_seed", ""))
 
     def seeds(row):
         diverged = int(row.get("diverged", 0))

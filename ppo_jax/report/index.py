@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from ppo_jax.report.intervals import MIN_SEEDS, NO_CI_RULE
 from ppo_jax.report.tables import BOLD_RULE
 
 
@@ -52,8 +53,8 @@ def _definitions(record: dict) -> list[str]:
         f"{p['bootstrap']} with {p['reps']} replicates, NumPy seed {p['seed']}. Aggregates over envs use the normalized "
         "scores of every run on every env; the optimality gap is the mean shortfall below 1 (lower is better); "
         "P(X > Y) is the Mann-Whitney probability that a run of X beats a run of Y on the same env, averaged over envs. "
-        f"Tables: {BOLD_RULE}. With fewer than 5 seeds an interval is little more than the range of the values: "
-        "read it, and the per-seed values in final_returns.csv, before citing a difference."
+        f"Tables: {BOLD_RULE}; {NO_CI_RULE.format(n=p.get('min_seeds_for_ci', MIN_SEEDS))}. Every run's final "
+        "values are in final_returns.csv and its curves in curves.csv."
     )
     divergence = record.get("divergence")
     if divergence:
@@ -131,7 +132,8 @@ def write_index(out: Path, result: dict, record: dict) -> None:
             "paper_table1.md",
             (
                 "The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
-                "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps)"
+                "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps), "
+                "and the rank agreement of the two"
             ),
         ),
         ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),

@@ -6,6 +6,10 @@ within each environment), 95%, with ``reps`` replicates, NumPy's generators
 seeded with ``seed`` afresh for each estimate, so a report is reproducible.
 
 Score matrices follow rliable's layout: ``float[num_runs, num_envs(, num_points)]``.
+
+With fewer than ``min_seeds`` runs per cell (``MIN_SEEDS``, 5, unless the report is told otherwise) no interval is
+computed (``with_ci=False`` / NaN bounds): a bootstrap resample of n < 5 values can only recombine those n values,
+so its "95% CI" is little more than their range; the tables print the per-seed values instead (``per_seed``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,18 @@ from rliable import metrics
 from ppo_jax.report.sources import ReportError
 
 AGGREGATES = ("Median", "IQM", "Mean", "Optimality gap")
+MIN_SEEDS = 5
+"""The fewest runs per cell (per env x setting) a report gives a bootstrap CI for; below it, per-seed values."""
+NO_CI_RULE = (
+    "with fewer than {n} seeds per cell no bootstrap CI is given (a resample of so few values can only recombine "
+    "them: its interval is little more than their range); the cell shows the IQM and every seed's value instead, "
+    "and no cell of such a column is bold"
+)
+
+
+def per_seed_text(values: np.ndarray) -> str:
+    """Per-seed values as ``v0;v1;...`` (7 significant digits, in seed order), the ``per_seed`` column."""
+    return ";".join(f"{v:.7g}" for v in values)
 
 
 def _state(seed: int) -> np.random.RandomState:
@@ -93,8 +109,9 @@ def score_matrix(finals: pd.DataFrame, column: str, setting: str, envs: list[str
     return np.stack(columns, axis=1)
 
 
-def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataFrame:
-    """IQM and mean over seeds of ``column`` per env x setting, with 95% CIs of the IQM.
+def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int, min_seeds: int = MIN_SEEDS) -> pd.DataFrame:
+    """IQM and mean over seeds of ``column`` per env x setting, with 95% CIs of the IQM where a cell has at least
+    ``min_seeds`` values; below that ``low`` and ``high`` are NaN and ``per_seed`` lists the values (else "").
 
     ``runs`` counts every run of the cell and ``diverged`` those that diverged (``finals["diverged"]``); a
     diverged run without a value in ``column`` (NaN: a final return; a score without a chance reference) is
@@ -115,8 +132,12 @@ def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataF
             "iqm": np.nan,
             "low": np.nan,
             "high": np.nan,
+            "per_seed": "",
+            "few_seeds": len(values) < min_seeds,
         }
-        if len(finite) == len(values) and len(values) > 0:
+        if len(finite) == len(values) and 0 < len(values) < min_seeds:
+            row.update(mean=float(values.mean()), iqm=float(trimmed_mean(values)), per_seed=per_seed_text(values))
+        elif len(finite) == len(values) and len(values) > 0:
             point, interval = _interval_estimates(
                 {"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps, seed
             )
@@ -130,11 +151,23 @@ def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int) -> pd.DataF
     return pd.DataFrame(rows)
 
 
-def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int) -> pd.DataFrame:
-    """Median, IQM, mean and optimality gap of normalized scores per setting, each with a 95% CI."""
+def _points(score_dict: dict, func, reps: int, seed: int):
+    """``_interval_estimates``' (point, interval) without a bootstrap: the point estimates, NaN intervals."""
+    point = {k: np.atleast_1d(func(*v) if isinstance(v, list) else func(v)) for k, v in score_dict.items()}
+    return point, {k: np.full((2, *p.shape), np.nan) for k, p in point.items()}
+
+
+def _estimator(with_ci: bool):
+    return _interval_estimates if with_ci else _points
+
+
+def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int, with_ci: bool = True) -> pd.DataFrame:
+    """Median, IQM, mean and optimality gap of normalized scores per setting, each with a 95% CI (NaN bounds
+    without ``with_ci``)."""
     rows = []
     for setting, scores in matrices.items():
-        point, interval = _interval_estimates({setting: scores}, aggregate_all, reps, seed)
+        estimate = _estimator(with_ci)
+        point, interval = estimate({setting: scores}, aggregate_all, reps, seed)
         for i, name in enumerate(AGGREGATES):
             rows.append(
                 {
@@ -148,14 +181,18 @@ def aggregates(matrices: dict[str, np.ndarray], reps: int, seed: int) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def improvement(matrices: dict[str, np.ndarray], baseline: str, reps: int, seed: int) -> pd.DataFrame:
-    """P(setting > baseline) averaged over envs (Mann-Whitney U per env), with a 95% CI, for every other setting."""
+def improvement(
+    matrices: dict[str, np.ndarray], baseline: str, reps: int, seed: int, with_ci: bool = True
+) -> pd.DataFrame:
+    """P(setting > baseline) averaged over envs (Mann-Whitney U per env), with a 95% CI (NaN bounds without
+    ``with_ci``), for every other setting."""
     rows = []
     for setting, scores in matrices.items():
         if setting == baseline:
             continue
         pair = {setting: [scores, matrices[baseline]]}
-        point, interval = _interval_estimates(pair, probability_of_improvement, reps, seed)
+        estimate = _estimator(with_ci)
+        point, interval = estimate(pair, probability_of_improvement, reps, seed)
         low, high = np.ravel(interval[setting])
         rows.append(
             {
@@ -169,17 +206,22 @@ def improvement(matrices: dict[str, np.ndarray], baseline: str, reps: int, seed:
     return pd.DataFrame(rows)
 
 
-def performance_profiles(matrices: dict[str, np.ndarray], taus: np.ndarray, reps: int, seed: int) -> dict:
-    """Fraction of runs with normalized score > tau, per setting: {setting: (profile[taus], ci[2, taus])}."""
+def performance_profiles(
+    matrices: dict[str, np.ndarray], taus: np.ndarray, reps: int, seed: int, with_ci: bool = True
+) -> dict:
+    """Fraction of runs with normalized score > tau, per setting: {setting: (profile[taus], ci[2, taus])} (NaN ci
+    without ``with_ci``)."""
     out = {}
+    estimate = _estimator(with_ci)
     for setting, scores in matrices.items():
-        point, interval = _interval_estimates({setting: scores}, lambda s: score_distribution(s, taus), reps, seed)
+        point, interval = estimate({setting: scores}, lambda s: score_distribution(s, taus), reps, seed)
         out[setting] = (point[setting], interval[setting])
     return out
 
 
-def curve(values: np.ndarray, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """IQM over seeds at each point of ``values[num_seeds, num_points]`` and its 95% CI ``[2, num_points]``.
+def curve(values: np.ndarray, reps: int, seed: int, min_seeds: int = MIN_SEEDS) -> tuple[np.ndarray, np.ndarray]:
+    """IQM over seeds at each point of ``values[num_seeds, num_points]`` and its 95% CI ``[2, num_points]`` (NaN
+    with fewer than ``min_seeds`` seeds).
 
     Points where a seed has no value yet (no episode ended) are NaN in both.
     """
@@ -188,6 +230,6 @@ def curve(values: np.ndarray, reps: int, seed: int) -> tuple[np.ndarray, np.ndar
     ci = np.full((2, values.shape[1]), np.nan)
     if finite.any():
         scores = values[:, None, finite]
-        point, interval = _interval_estimates({"x": scores}, iqm_over_runs, reps, seed)
+        point, interval = _estimator(values.shape[0] >= min_seeds)({"x": scores}, iqm_over_runs, reps, seed)
         iqm[finite], ci[:, finite] = point["x"], interval["x"]
     return iqm, ci

@@ -1,6 +1,7 @@
 """Tables of several metrics per env x setting: final values of the task's reported metrics, evaluation scores.
 
-Each cell is the IQM over seeds with rliable's 95% stratified-bootstrap CI (``intervals.per_env``). A run's
+Each cell is the IQM over seeds with rliable's 95% stratified-bootstrap CI (``intervals.per_env``; per-seed
+values instead with too few seeds, ``intervals.NO_CI_RULE``). A run's
 final value of a metric is its mean over the report's last percent of logged updates (``final_values.final_value``);
 a diverged run has none (NaN, counted in ``diverged`` and left out of the statistics).
 """
@@ -34,22 +35,31 @@ def final_metrics(runs: Runs, last_percent: float) -> tuple[pd.DataFrame, list[s
     return pd.DataFrame(rows), names
 
 
-def summarise(per_run: pd.DataFrame, names: list[str], reps: int, seed: int) -> pd.DataFrame:
-    """Per env x setting: runs, diverged, and per metric ``m``: ``m`` (IQM), ``m_low``, ``m_high``, ``m_mean``."""
+def summarise(
+    per_run: pd.DataFrame, names: list[str], reps: int, seed: int, min_seeds: int = intervals.MIN_SEEDS
+) -> pd.DataFrame:
+    """Per env x setting: runs, diverged, few_seeds, and per metric ``m``: ``m`` (IQM), ``m_low``, ``m_high``,
+    ``m_mean``, ``m_per_seed``."""
     out = None
     for name in names:
-        stats = intervals.per_env(per_run, name, reps, seed).rename(
-            columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "mean": f"{name}_mean"}
+        stats = intervals.per_env(per_run, name, reps, seed, min_seeds).rename(
+            columns={
+                "iqm": name,
+                "low": f"{name}_low",
+                "high": f"{name}_high",
+                "mean": f"{name}_mean",
+                "per_seed": f"{name}_per_seed",
+            }
         )
-        out = stats if out is None else out.merge(stats, on=["env", "setting", "runs", "diverged"])
+        out = stats if out is None else out.merge(stats, on=["env", "setting", "runs", "diverged", "few_seeds"])
     return out
 
 
 def markdown(table: pd.DataFrame, names: list[str]) -> str:
-    """One row per env x setting, one column per metric: ``IQM [low, high]``."""
+    """One row per env x setting, one column per metric: ``IQM [low, high]`` (``tables.cell``)."""
     lines = ["| env | setting | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
     for row in table.to_dict("records"):
         note = f" ({row['diverged']}/{row['runs']} diverged)" if row["diverged"] else ""
-        cells = [f"{tables.fmt(row[n])} [{tables.fmt(row[n + '_low'])}, {tables.fmt(row[n + '_high'])}]" for n in names]
+        cells = [tables.cell(row[n], row[n + "_low"], row[n + "_high"], row[n + "_per_seed"]) for n in names]
         lines.append(f"| {row['env']} | {row['setting']}{note} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -8,6 +8,11 @@ normalized scores with ``normalize="best-setting"`` (``scores.normalizers``:
 random = the reference random policy, best = the best setting's mean final
 return in the report) and their "Mean" aggregate (``intervals.aggregates``:
 mean over envs of the mean over runs, 95% stratified-bootstrap CI).
+
+How far our ranking of the settings agrees with the paper's (``rank_agreement``): Spearman's rho and Kendall's
+tau-b between our mean over envs and the paper's number, over the settings the paper reports, with a 95%
+percentile-bootstrap CI over seeds (runs resampled with replacement within each env x setting, the normalization
+held fixed); no CI with too few seeds (``intervals.NO_CI_RULE``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ppo_jax.report import figures, tables
 
@@ -35,7 +42,9 @@ PAPER_TABLE_1 = {
     ("kl_fixed", 10.0): 0.69,
 }
 COEFFICIENT = {"unclipped": None, "clip": "clip_eps", "kl_adaptive": "kl_target", "kl_fixed": "kl_beta"}
-ALL_ENVS = "all envs: mean [95% CI]"
+ALL_ENVS = "all envs: mean"
+MIN_RANKED = 3
+"""The fewest settings with a paper number for which a rank correlation is reported."""
 PAPER = "PPO paper, Table 1"
 
 
@@ -55,8 +64,8 @@ def table(
     per_env: pd.DataFrame, aggregates: pd.DataFrame, settings: list[str], envs: list[str], configs: dict[str, dict]
 ) -> pd.DataFrame:
     """Long table for ``tables.markdown`` (env = column, setting, iqm = the value, low, high), per setting:
-    each env's normalized score (``per_env``'s mean over seeds, ``mean_score``), the "Mean" aggregate over envs
-    [95% CI], the paper's number."""
+    each env's normalized score (``per_env``'s mean over seeds, ``mean_score``; no interval, so never bold), the
+    "Mean" aggregate over envs [95% CI] (``few_seeds``: none), the paper's number."""
     rows = []
     means = per_env.set_index(["env", "setting"])["mean_score"]
     for setting in settings:
@@ -66,7 +75,14 @@ def table(
             )
         mean = aggregates[(aggregates["setting"] == setting) & (aggregates["metric"] == "Mean")].iloc[0]
         rows.append(
-            {"env": ALL_ENVS, "setting": setting, "iqm": mean["value"], "low": mean["low"], "high": mean["high"]}
+            {
+                "env": ALL_ENVS,
+                "setting": setting,
+                "iqm": mean["value"],
+                "low": mean["low"],
+                "high": mean["high"],
+                "few_seeds": bool(mean.get("few_seeds", False)),
+            }
         )
         paper = paper_score(configs[setting])
         if paper is not None:
@@ -75,19 +91,76 @@ def table(
     return pd.DataFrame(rows)
 
 
+def _correlations(ours: np.ndarray, paper: np.ndarray) -> tuple[float, float]:
+    return float(stats.spearmanr(ours, paper).statistic), float(stats.kendalltau(ours, paper).statistic)
+
+
+def rank_agreement(
+    finals: pd.DataFrame, settings: list[str], envs: list[str], configs: dict[str, dict], reps: int, seed: int, with_ci
+) -> pd.DataFrame | None:
+    """Spearman's rho and Kendall's tau-b between each setting's mean normalized score over envs (``finals``:
+    one row per run with env, setting, score) and its Table 1 number, over the settings the paper reports; rows
+    statistic, value, low, high (95% percentile bootstrap over runs within each env x setting; NaN without
+    ``with_ci``), settings. None with fewer than ``MIN_RANKED`` such settings."""
+    ranked = [s for s in settings if paper_score(configs[s]) is not None]
+    if len(ranked) < MIN_RANKED:
+        return None
+    paper = np.array([paper_score(configs[s]) for s in ranked])
+    cells = [
+        [finals.loc[(finals.env == e) & (finals.setting == s), "score"].to_numpy(float) for e in envs] for s in ranked
+    ]
+    point = _correlations(np.array([np.mean([c.mean() for c in row]) for row in cells]), paper)
+    low = high = (math.nan, math.nan)
+    if with_ci:
+        rng = np.random.default_rng(seed)
+        draws = np.empty((reps, 2))
+        for r in range(reps):
+            means = [np.mean([rng.choice(c, size=len(c)).mean() for c in row]) for row in cells]
+            draws[r] = _correlations(np.array(means), paper)
+        low, high = np.nanpercentile(draws, 2.5, axis=0), np.nanpercentile(draws, 97.5, axis=0)
+    return pd.DataFrame(
+        {
+            "statistic": ["Spearman rho", "Kendall tau-b"],
+            "value": point,
+            "low": low,
+            "high": high,
+            "settings": len(ranked),
+        }
+    )
+
+
+def agreement_text(agreement: pd.DataFrame | None, min_seeds: int) -> str:
+    """One sentence on ``rank_agreement``'s table, or on why there is none."""
+    if agreement is None:
+        return f"Rank agreement with the paper: not computed (fewer than {MIN_RANKED} settings have a paper number).\n"
+    parts = [tables.cell(r.value, r.low, r.high, few_seeds=bool(np.isnan(r.low))) for r in agreement.itertuples()]
+    note = (
+        "95% bootstrap CIs over seeds"
+        if np.isfinite(agreement["low"]).all()
+        else f"no CI: fewer than {min_seeds} seeds per cell"
+    )
+    return (
+        f"Rank agreement with the paper over the {int(agreement['settings'].iloc[0])} settings it reports: "
+        f"Spearman rho = {parts[0]}, Kendall tau-b = {parts[1]} ({note}).\n"
+    )
+
+
 def write(
-    out: Path, long: pd.DataFrame, settings: list[str], envs: list[str], norms: dict
+    out: Path, long: pd.DataFrame, settings: list[str], envs: list[str], norms: dict, agreement: str = ""
 ) -> tuple[list[str], list[str]]:
     """Write ``paper_table1.{md,tex}`` and its figure ``paper_table1.{png,pdf}`` from ``table``'s ``long``;
-    ``norms``: env -> (random, best, source). Returns (table files, figure files)."""
+    ``norms``: env -> (random, best, source); ``agreement``: ``agreement_text``, written below the table. Returns
+    (table files, figure files)."""
     columns = [*envs, ALL_ENVS, PAPER]
     bounds = "; ".join(f"{env} {tables.fmt(r)}, {tables.fmt(b)}" for env, (r, b, _) in norms.items())
     caption = (
         f"Normalized score as in Schulman et al. (2017, Table 1): random policy = 0, best setting = 1 per env "
         f"(random, best: {bounds}); per env the mean over seeds; all envs: their mean [95% CI]; "
-        f"{PAPER}: 7 MuJoCo tasks, 3 seeds, 1M steps."
+        f"{PAPER}: 7 MuJoCo tasks, 3 seeds, 1M steps. {agreement}"
     )
-    (out / "paper_table1.md").write_text(tables.markdown(long, settings, columns))
+    (out / "paper_table1.md").write_text(
+        tables.markdown(long, settings, columns) + ("\n" + agreement if agreement else "")
+    )
     (out / "paper_table1.tex").write_text(tables.latex(long, settings, columns, caption))
     ours = long[long["env"] == ALL_ENVS].rename(columns={"iqm": "value"})
     paper = long[long["env"] == PAPER].set_index("setting")["iqm"].to_dict()

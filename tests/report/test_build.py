@@ -101,7 +101,9 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def report(inputs, tmp_path_factory) -> Path:
-    return make_report(inputs["runs"], tmp_path_factory.mktemp("report") / "out", reps=200)
+    """The report with bootstrap CIs: 4 seeds, so the rule's threshold is lowered to 4 (by default, 5, these cells
+    get their per-seed values instead: test_fewer_seeds_than_the_rule_give_per_seed_values_and_no_ci)."""
+    return make_report(inputs["runs"], tmp_path_factory.mktemp("report") / "out", reps=200, min_seeds=4)
 
 
 def normalized(env: str, value: float) -> float:
@@ -189,10 +191,39 @@ def test_bold_only_where_the_intervals_separate(report):
     assert row["clip_eps=0.2"].split(" | ")[1].startswith("380 [") and "**" not in "".join(table[2:])
 
 
+def test_fewer_seeds_than_the_rule_give_per_seed_values_and_no_ci(inputs, report, tmp_path):
+    out = make_report(inputs["runs"], tmp_path / "few", reps=200)  # 4 seeds per cell, the rule's default is 5
+    table = (out / "final_return.md").read_text().splitlines()
+    row = {line.split(" | ")[0].strip("| "): [c.strip(" |") for c in line.split(" | ")[1:]] for line in table[2:]}
+    # CartPole, clip_eps=0.1: seeds 0..3 = 500, 400, 300, 21.68; IQM of 4 = mean of the middle two = 350
+    assert row["clip_eps=0.1"][0] == "350 (seeds: 500, 400, 300, 21.7)"
+    assert row["clip_eps=0.2"][1] == "-120 (seeds: -90.0, -85.1, -150, -300)"  # Acrobot: (-85.14 - 150) / 2 = -117.57
+    body = "\n".join(table[2:])
+    assert "**" not in body and "[" not in body
+    per_env = pd.read_csv(out / "per_env.csv", keep_default_na=False, na_values=["NaN", "nan", ""])
+    assert per_env[["low", "high", "low_score", "high_score"]].isna().all().all() and per_env["few_seeds"].all()
+    for (env, eps), values in FINALS.items():
+        cell = per_env[(per_env.env == env) & (per_env.setting == f"clip_eps={eps:g}")].iloc[0]
+        np.testing.assert_allclose([float(v) for v in cell["per_seed"].split(";")], values, rtol=1e-6)
+    # the point estimates are those of the bootstrapped report; only the intervals are withheld
+    for name in ("aggregates.csv", "improvement.csv"):
+        few, full = pd.read_csv(out / name), pd.read_csv(report / name)
+        value = "value" if name == "aggregates.csv" else "probability"
+        np.testing.assert_allclose(few[value], full[value], rtol=1e-12)
+        assert few[["low", "high"]].isna().all().all() and full[["low", "high"]].notna().all().all()
+    assert "(no CI)" in (out / "aggregates.md").read_text() and "**" not in (out / "aggregates.md").read_text()
+    assert "with fewer than 5 seeds per cell no bootstrap CI is given" in (out / "index.md").read_text()
+    assert "with fewer than 5 seeds" in (out / "final_return.tex").read_text()
+    assert json.loads((out / "report.json").read_text())["parameters"]["min_seeds_for_ci"] == 5
+    with pytest.raises(ReportError, match="--min-seeds-for-ci must be an integer of at least 2"):
+        make_report(inputs["runs"], tmp_path / "bad", min_seeds=1)
+
+
 def test_the_bold_rule_by_hand():
     # Column a: x = 5 [4, 6] lies above y = 2 [1, 3] and z = 3 [2.5, 3.5] -> x bold. Column b: the best, y = 5 [3, 7],
     # overlaps x = 4 [3.5, 4.5] -> none bold. Column c, lower is better: z = 1 [0.5, 1.5] below x = 2 [1.6, 3] -> z bold
-    # (y has no value there). Column d has no intervals (published numbers): its best, y = 0.8, is bold.
+    # (y has no value there). Column d has no intervals (published numbers): its best, y = 0.8, is bold. Column e,
+    # values of ours without intervals: none bold.
     rows = [
         ("a", "x", 5, 4, 6),
         ("a", "y", 2, 1, 3),
@@ -204,13 +235,16 @@ def test_the_bold_rule_by_hand():
         ("c", "z", 1, 0.5, 1.5),
         ("d", "x", 0.7, np.nan, np.nan),
         ("d", "y", 0.8, np.nan, np.nan),
+        ("e", "x", 0.1, np.nan, np.nan),
+        ("e", "y", 0.3, np.nan, np.nan),
     ]
     frame = pd.DataFrame(rows, columns=["env", "setting", "iqm", "low", "high"])
-    lines = tables.markdown(frame, ["x", "y", "z"], ["a", "b", "c", "d"], lower_is_better=("c",)).splitlines()
+    frame["text"] = [f"{v:.2f}" if env == "d" else None for env, _, v, *_ in rows]  # d: published, as printed
+    lines = tables.markdown(frame, ["x", "y", "z"], ["a", "b", "c", "d", "e"], lower_is_better=("c",)).splitlines()
     cells = {line.split(" | ")[0].strip("| "): [c.strip(" |") for c in line.split(" | ")[1:]] for line in lines[2:]}
-    assert cells["x"] == ["**5.00 [4.00, 6.00]**", "4.00 [3.50, 4.50]", "2.00 [1.60, 3.00]", "0.700"]
-    assert cells["y"] == ["2.00 [1.00, 3.00]", "5.00 [3.00, 7.00]", "", "**0.800**"]
-    assert cells["z"] == ["3.00 [2.50, 3.50]", "1.00 [0.00, 2.00]", "**1.00 [0.500, 1.50]**", ""]
+    assert cells["x"] == ["**5.00 [4.00, 6.00]**", "4.00 [3.50, 4.50]", "2.00 [1.60, 3.00]", "0.70", "0.100"]
+    assert cells["y"] == ["2.00 [1.00, 3.00]", "5.00 [3.00, 7.00]", "", "**0.80**", "0.300"]
+    assert cells["z"] == ["3.00 [2.50, 3.50]", "1.00 [0.00, 2.00]", "**1.00 [0.500, 1.50]**", "", ""]
     # Touching intervals do not separate: x's low equal to another's high is no win.
     touching = frame.copy()
     touching.loc[1, "high"] = 4.0
@@ -218,7 +252,7 @@ def test_the_bold_rule_by_hand():
 
 
 def test_sweep_directory_gives_the_same_statistics(inputs, report, tmp_path):
-    out = make_report([inputs["sweep"]], tmp_path / "sweep_report", reps=200, seed=0)
+    out = make_report([inputs["sweep"]], tmp_path / "sweep_report", reps=200, seed=0, min_seeds=4)
     pd.testing.assert_frame_equal(pd.read_csv(out / "aggregates.csv"), pd.read_csv(report / "aggregates.csv"))
     assert json.loads((out / "report.json").read_text())["sources"][0]["name"] == "synthetic"
 

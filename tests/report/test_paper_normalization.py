@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.report import ReportError, make_report
+from ppo_jax.report import ReportError, make_report, paper_table1
 from ppo_jax.sweep.spec import load_spec
 from ppo_jax.sweep.sweep_dir import spec_record
 from tests.report.test_build import write_lm_sweep
@@ -48,7 +48,7 @@ PER_RUN = {
 }
 ROWS = {  # setting label -> (CartPole mean, Acrobot mean, mean over envs, paper)
     "objective=clip, kl_beta=1": ("1.00", "0.905", "0.952", "0.82"),
-    "objective=kl_fixed, kl_beta=3": ("0.526", "**1.00**", "0.763", "0.72"),
+    "objective=kl_fixed, kl_beta=3": ("0.526", "1.00", "0.763", "0.72"),  # our means without CIs: never bold
     "objective=clip_no_min, kl_beta=1": ("0.0526", "0.0952", "0.0739", ""),  # the paper's numbers as printed,
 }
 
@@ -123,17 +123,18 @@ def test_normalized_scores_by_hand(report):
     }
     for setting, value in expected.items():
         assert mean.loc[setting, "value"] == pytest.approx(value, abs=1e-6)
-        assert mean.loc[setting, "low"] <= value + 1e-9 and mean.loc[setting, "high"] >= value - 1e-9
+        assert np.isnan(mean.loc[setting, "low"]) and np.isnan(mean.loc[setting, "high"])  # 2 seeds: no CI
 
 
 def test_paper_table_and_index(report):
     lines = (report / "paper_table1.md").read_text().splitlines()
-    assert lines[0] == "| setting | CartPole-v1 | Acrobot-v1 | all envs: mean [95% CI] | PPO paper, Table 1 |"
-    split = [[c.strip() for c in row.strip()[1:-1].split("|")] for row in lines[2:]]
+    assert lines[0] == "| setting | CartPole-v1 | Acrobot-v1 | all envs: mean | PPO paper, Table 1 |"
+    assert "Rank agreement with the paper: not computed (fewer than 3 settings have a paper number)." in lines
+    split = [[c.strip() for c in row.strip()[1:-1].split("|")] for row in lines[2:] if row.startswith("|")]
     cells = {row[0]: row[1:] for row in split}
     for setting, (cartpole, acrobot, mean, paper) in ROWS.items():
         assert cells[setting][0].strip("*") == cartpole.strip("*") and cells[setting][1] == acrobot
-        assert cells[setting][2].strip("*").startswith(f"{mean} [")
+        assert cells[setting][2] == f"{mean} (no CI)"  # 2 seeds: below the rule's 5
         assert cells[setting][3].strip("*") == paper
     assert cells["objective=clip, kl_beta=1"][3] == "**0.82**"  # the best paper number shown is in bold
     assert (
@@ -178,3 +179,50 @@ def test_bad_normalize_values_are_refused(inputs, tmp_path):
     )
     assert proc.returncode == 2 and proc.stderr.startswith("error: --normalize best-setting is the PPO paper's")
     assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+
+
+def _configs(rows: dict[str, tuple[str, str | None, float | None]]) -> dict[str, dict]:
+    base = {"clip_schedule": "constant", "adaptive_clip": False, "early_stop_kl": 0.0, "clip_eps": 0.2, "kl_beta": 1.0}
+    return {s: {**base, "objective": o, **({f: v} if f else {})} for s, (o, f, v) in rows.items()}
+
+
+def test_rank_agreement_with_the_paper_by_hand():
+    # paper (Table 1): clip 0.2 0.82 > clip 0.1 0.76 > kl_fixed 1 0.71 > clip 0.3 0.70 > unclipped -0.39.
+    # ours (mean over 2 envs): clip 0.1 5 > clip 0.2 4 > clip 0.3 3 > kl_fixed 1 2 > unclipped 1.
+    # ranks (ascending) paper 4 5 2 3 1 vs ours 5 4 3 2 1: d^2 sum 4, Spearman 1 - 6 * 4 / (5 * 24) = 0.8;
+    # of the 10 pairs two are discordant (clip 0.1 / 0.2, clip 0.3 / kl_fixed): Kendall (8 - 2) / 10 = 0.6.
+    configs = _configs(
+        {
+            "c1": ("clip", "clip_eps", 0.1),
+            "c2": ("clip", "clip_eps", 0.2),
+            "c3": ("clip", "clip_eps", 0.3),
+            "k1": ("kl_fixed", "kl_beta", 1.0),
+            "u": ("unclipped", None, None),
+            "other": ("clip_no_min", None, None),  # no paper number: not ranked
+        }
+    )
+    ours = {"c1": 5.0, "c2": 4.0, "c3": 3.0, "k1": 2.0, "u": 1.0, "other": 9.0}
+    rows = [
+        {"env": env, "setting": s, "seed": i, "score": v + (0.5 if env == "a" else -0.5)}
+        for s, v in ours.items()
+        for env in ("a", "b")
+        for i in range(3)
+    ]
+    finals = pd.DataFrame(rows)
+    table = paper_table1.rank_agreement(finals, list(ours), ["a", "b"], configs, reps=200, seed=0, with_ci=True)
+    stats = table.set_index("statistic")
+    assert stats.loc["Spearman rho", "value"] == pytest.approx(0.8) and stats.loc[
+        "Kendall tau-b", "value"
+    ] == pytest.approx(0.6)
+    assert (table["settings"] == 5).all()
+    # every run of a cell equal: every resample gives the same means, a zero-width interval at the point
+    np.testing.assert_allclose(table[["low", "high"]].to_numpy(), [[0.8, 0.8], [0.6, 0.6]])
+    # spread within cells: the bootstrap reorders close settings, the interval widens around the point
+    noisy = finals.assign(score=finals["score"] + np.tile([-1.5, 0.0, 1.5], len(finals) // 3))
+    wide = paper_table1.rank_agreement(noisy, list(ours), ["a", "b"], configs, reps=200, seed=0, with_ci=True)
+    assert (wide["low"] < wide["value"]).all() and (wide["value"] <= wide["high"]).all()
+    none = paper_table1.rank_agreement(noisy, list(ours), ["a", "b"], configs, reps=200, seed=0, with_ci=False)
+    np.testing.assert_allclose(none["value"], wide["value"])
+    assert none[["low", "high"]].isna().all().all()
+    text = paper_table1.agreement_text(none, 5)
+    assert "over the 5 settings it reports: Spearman rho = 0.800 (no CI), Kendall tau-b = 0.600 (no CI)" in text
