@@ -43,7 +43,7 @@ import pandas as pd
 from ppo_jax.errors import ReportError
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.report import entropy_fit, figures, frontier, intervals, metric_tables, paper_table1, scores, tables
-from ppo_jax.report.index import write_index
+from ppo_jax.report.index import sources_line, stamp_tables, write_index
 from ppo_jax.report.scores import NORMALIZATIONS, final_returns, load_reference_scores, normalizers
 from ppo_jax.report.sources import Runs, load_sources
 from ppo_jax.storage.atomic import absolute, check_out_dir, write_directory, write_json
@@ -400,6 +400,7 @@ def make_report(
             "sources": runs.provenance,
             "command": command,
         }
+        stamp_tables(tmp, result["files"]["tables"], sources_line(runs.provenance))
         write_json(tmp / "report.json", record)
         write_index(tmp, result, record)
 

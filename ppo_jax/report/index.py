@@ -6,7 +6,32 @@ import html
 from pathlib import Path
 
 from ppo_jax.report.intervals import MIN_SEEDS, NO_CI_RULE
-from ppo_jax.report.tables import BOLD_RULE
+from ppo_jax.report.tables import BOLD_RULE, tex_escape
+
+
+def sources_line(provenance: list[dict]) -> str:
+    """``Sources: NAME at commit C (uncommitted changes), ...``: the line every table of a report ends with."""
+    parts = []
+    for source in provenance:
+        meta = source["metadata"] or {}
+        commit = (meta.get("git_commit") or "unknown")[:12]
+        dirty = " (uncommitted changes)" if meta.get("git_dirty") else ""
+        parts.append(f"{source['name']} at commit {commit}{dirty}")
+    return "Sources: " + "; ".join(parts) + "."
+
+
+def stamp_tables(out: Path, names: list[str], line: str) -> None:
+    """End every Markdown table in ``names`` with ``line`` and every LaTeX table's caption with it."""
+    for name in names:
+        path = out / name
+        text = path.read_text()
+        if name.endswith(".md"):
+            path.write_text(text.rstrip("\n") + f"\n\n{line}\n")
+        elif name.endswith(".tex"):
+            head, caption, tail = text.partition("\\caption{")
+            if caption:
+                body, _, rest = tail.partition("}\n")
+                path.write_text(f"{head}{caption}{body} {tex_escape(line)}}}\n{rest}")
 
 
 def _provenance(record: dict) -> list[str]:

@@ -110,7 +110,7 @@ def markdown(
     return "\n".join(lines) + "\n"
 
 
-def _tex(text: str) -> str:
+def tex_escape(text: str) -> str:
     for char, escaped in (
         ("\\", r"\textbackslash{}"),
         ("_", r"\_"),
@@ -137,14 +137,14 @@ def latex(
         r"\begin{table}[t]",
         r"\centering",
         r"\small",
-        rf"\caption{{{_tex(caption)}}}",
+        rf"\caption{{{tex_escape(caption)}}}",
         r"\begin{tabular}{l" + "r" * len(columns) + "}",
         r"\toprule",
-        " & ".join([_tex(corner), *map(_tex, columns)]) + r" \\",
+        " & ".join([tex_escape(corner), *map(tex_escape, columns)]) + r" \\",
         r"\midrule",
     ]
     for setting, row, flags in zip(settings, texts, bold, strict=True):
-        cells = [rf"\textbf{{{_tex(t)}}}" if b else _tex(t) for t, b in zip(row, flags, strict=True)]
-        lines.append(" & ".join([_tex(setting), *cells]) + r" \\")
+        cells = [rf"\textbf{{{tex_escape(t)}}}" if b else tex_escape(t) for t, b in zip(row, flags, strict=True)]
+        lines.append(" & ".join([tex_escape(setting), *cells]) + r" \\")
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"

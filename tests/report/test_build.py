@@ -136,6 +136,12 @@ def test_report_writes_every_file(report):
     assert "abc123" in index and "last 5% of its logged updates" in index
     assert '"clip_eps": 0.1' in index and "<details>" in (report / "index.html").read_text()  # each source's config
     assert r"\toprule" in (report / "final_return.tex").read_text()
+    # every table ends with the commit of each source (4 run directories, each recorded at commit abc123)
+    for table in ("final_return.md", "aggregates.md", "evaluation.md"):
+        last = (report / table).read_text().splitlines()[-1]
+        assert last.startswith("Sources: ") and last.count("at commit abc123") == 4, last
+    caption = next(line for line in (report / "final_return.tex").read_text().splitlines() if "caption" in line)
+    assert caption.endswith("at commit abc123.}") and caption.count("at commit abc123") == 4
     assert "bold: the best value of a column whose interval lies wholly above every other" in index
 
 
