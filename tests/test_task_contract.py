@@ -1,4 +1,5 @@
-"""The contract every ``Task`` keeps, checked for each task in ``ppo_jax.task_registry.TASKS`` on a tiny config.
+"""The contract every ``Task`` keeps, checked for each task in ``ppo_jax.task_registry.TASKS`` on a tiny config,
+and for PPO with a recurrent policy (``ppo_gru``: a GRU on Pendulum without its velocity).
 
 * ``jit(vmap(train))`` over (setting, seed) pairs -- two settings of a traced
   field, two seeds -- gives the metrics of the separate runs;
@@ -69,6 +70,8 @@ TINY = {  # PPO on a continuous task with observation normalization and reward s
         "dynamic_sampling": True,
     },
 }
+TINY["ppo_gru"] = {**TINY["ppo"], "network": "gru", "rnn_hidden_size": 8, "mask_velocity": True}
+CASES = {**{name: name for name in TASKS}, "ppo_gru": "ppo"}  # case -> task
 AXIS = {"ppo": ("clip_eps", [0.1, 0.3]), "rlhf": ("beta", [0.0, 0.3]), "lm": ("clip_eps_high", [0.2, 0.3])}
 SEEDS = (3, 4)
 
@@ -86,11 +89,11 @@ def other_value(task, cfg, name):
     raise AssertionError(f"no second valid value for {name}")
 
 
-@pytest.fixture(scope="module", params=sorted(TASKS))
+@pytest.fixture(scope="module", params=sorted(CASES))
 def case(request):
     """(task, base config, shared, {(setting, seed): (metrics, evaluation, params) of a separate run}, run, traces)."""
-    task = TASKS[request.param]
-    base = task.validate(task.config_class(**TINY[task.name]))
+    task = TASKS[CASES[request.param]]
+    base = task.validate(task.config_class(**TINY[request.param]))
     shared = prepare_shared_once(task, base, Shared("once", 0))  # the sweep's own (cached) pretraining
     traces = []
 
@@ -157,7 +160,7 @@ def test_same_config_and_key_give_identical_metrics(case):
         np.testing.assert_array_equal(again[0][metric], separate[(0, SEEDS[0])][0][metric])
 
 
-@pytest.mark.parametrize("case", ["lm", "ppo"], indirect=True)  # rlhf: lm's engine and carry, other defaults
+@pytest.mark.parametrize("case", ["lm", "ppo", "ppo_gru"], indirect=True)  # rlhf: lm's engine and carry
 def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
     task, base, shared, separate, _, _ = case
     name, values = AXIS[task.name]
@@ -194,11 +197,12 @@ def test_segments_with_a_checkpoint_between_them_give_the_run(case, tmp_path):
         )
 
 
-@pytest.mark.parametrize("case", ["lm", "ppo"], indirect=True)  # rlhf: lm's engine and carry, other defaults
+@pytest.mark.parametrize("case", ["lm", "ppo", "ppo_gru"], indirect=True)  # rlhf: lm's engine and carry
 def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monkeypatch):
     task, base, _, separate, _, _ = case
     name, values = AXIS[task.name]
-    spec = {"base": TINY[task.name], "seeds": list(SEEDS), "grid": {name: values}}
+    variant = "ppo_gru" if getattr(base, "network", None) == "gru" else task.name
+    spec = {"base": TINY[variant], "seeds": list(SEEDS), "grid": {name: values}}
     if task.name != "ppo":
         spec["task"] = task.name
     if task.shared_fields:

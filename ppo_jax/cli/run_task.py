@@ -229,7 +229,7 @@ def run_task(
     diverged = divergences(seeds, result.metrics, None if run is None else run.metrics_path)
     final = final_values(task, window, num_updates, diverged=[s in diverged for s in seeds])
     print_final_values(task, seeds, final, diverged)
-    if scalars:
+    if scalars and evaluation is None:  # PPO's evaluation is printed episode by episode below
         kept = [i for i, s in enumerate(seeds) if s not in diverged]
         say(
             "evaluation (final parameters, fresh prompts; mean over the seeds that did not diverge): "

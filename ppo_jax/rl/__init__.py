@@ -7,7 +7,10 @@ Modules, one idea each:
     envs.py          make_env(name): gymnax, Brax and probe envs behind one interface
     brax_envs.py     Brax tasks as gymnax-style envs (truncation kept apart from termination)
     probe_envs.py    tiny envs with analytic values, for learning tests
+    observation_masks.py  partially observed control: velocities hidden from the observation
     networks.py      ActorCritic: one parameter tree, discrete and continuous heads
+    recurrent.py     RecurrentActorCritic: MLP torso, a GRU reset at episode starts, the same heads
+    sequences.py     a recurrent policy's update on whole env sequences (minibatches of envs)
     normalization.py running observation statistics and reward scaling
     rollout.py       rollout(runner, ...) -> (runner, Transition[T, B])
     adaptation.py    the adaptive KL penalty and the adaptive clip range

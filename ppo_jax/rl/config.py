@@ -32,6 +32,8 @@ Activation = Literal["tanh", "relu", "gelu", "silu"]
 ActionDist = Literal["gaussian", "tanh_gaussian"]
 PolicyStd = Literal["parameter", "state"]
 KernelInit = Literal["orthogonal", "lecun_uniform"]
+Network = Literal["mlp", "gru"]
+NETWORKS = ("mlp", "gru")
 BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
 Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
@@ -76,6 +78,12 @@ class PPOConfig(ConfigBase):
     """Continuous actions: the Gaussian's std is a state-independent parameter (PPO paper) or an actor output, softplus + 0.001 (state; Brax PPO)."""
     kernel_init: KernelInit = static("orthogonal")
     """Weight init: orthogonal with gains sqrt 2 / 0.01 policy / 1 value (Huang et al. 2022) or lecun_uniform on every layer (Brax)."""
+    network: Network = static("mlp")
+    """Policy and value networks: mlp (feed-forward) or gru (an MLP torso, then a GRU whose state is reset at every episode start; minibatches are whole env sequences, so num_minibatches must divide num_envs)."""
+    rnn_hidden_size: int = static(128)
+    """Width of the GRU's state (network: gru)."""
+    mask_velocity: bool = static(False)
+    """Hide the velocities from the observation (CartPole-v1: x and theta only; Pendulum-v1: cos and sin; Acrobot-v1: the four angle terms; MountainCar: position): the partially observed benchmarks of recurrent policies."""
     lr_schedule: Schedule = static("linear")
     """Schedule of the learning rate over the run: linear decay to 0 (CleanRL's anneal_lr), or constant."""
     norm_adv: bool = static(True)
@@ -183,6 +191,8 @@ class PPOConfig(ConfigBase):
             inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
         if not self.adaptive_clip:
             inert["clip_kl_target"] = "adaptive clipping is off (adaptive_clip: false)"
+        if self.network != "gru":
+            inert["rnn_hidden_size"] = f"network {self.network} has no GRU (use network: gru)"
         return inert
 
 
@@ -263,6 +273,25 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             "critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them."
         )
     check_choice("activation", cfg.activation, ACTIVATIONS)
+    check_choice("network", cfg.network, NETWORKS)
+    if cfg.network == "gru":
+        check_positive_ints(cfg, ("rnn_hidden_size",))
+        if cfg.num_envs % cfg.num_minibatches:
+            divisors = [d for d in range(1, cfg.num_envs + 1) if cfg.num_envs % d == 0][:16]
+            raise ConfigError(
+                f"network gru trains on whole env sequences, so its minibatches are sets of envs: "
+                f"num_minibatches={cfg.num_minibatches} must divide num_envs={cfg.num_envs}. "
+                f"Choose num_minibatches among {divisors} or change num_envs."
+            )
+    if not isinstance(cfg.mask_velocity, bool):
+        raise ConfigError(f"mask_velocity must be true or false, got {cfg.mask_velocity!r}.")
+    if cfg.mask_velocity:
+        from ppo_jax.rl.observation_masks import VELOCITY_FREE
+
+        if cfg.env not in VELOCITY_FREE:
+            raise ConfigError(
+                f"mask_velocity: {cfg.env} has no velocity mask; it is defined for {', '.join(VELOCITY_FREE)}."
+            )
     check_choice("objective", cfg.objective, OBJECTIVES)
     for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
         check_choice(name, getattr(cfg, name), SCHEDULES)

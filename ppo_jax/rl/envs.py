@@ -10,6 +10,7 @@ import numpy as np
 from gymnax.environments import spaces
 
 from ppo_jax.rl import brax_envs
+from ppo_jax.rl.observation_masks import VelocityMasked
 from ppo_jax.rl.probe_envs import PROBE_ENVS
 
 
@@ -35,15 +36,17 @@ def known_env_names() -> list[str]:
 
 
 def env_spec(cfg) -> EnvSpec:
-    """The environment of a PPOConfig: ``cfg.env`` (on ``cfg.brax_backend`` for a Brax task)."""
-    return make_env(cfg.env, cfg.brax_backend if brax_envs.is_brax(cfg.env) else None)
+    """The environment of a PPOConfig: ``cfg.env`` (on ``cfg.brax_backend`` for a Brax task; velocities hidden
+    with ``cfg.mask_velocity``)."""
+    return make_env(cfg.env, cfg.brax_backend if brax_envs.is_brax(cfg.env) else None, cfg.mask_velocity)
 
 
 @functools.cache
-def make_env(name: str, backend: str | None = None) -> EnvSpec:
-    """Build environment ``name`` with its default parameters (cached: static per name and backend).
+def make_env(name: str, backend: str | None = None, mask_velocity: bool = False) -> EnvSpec:
+    """Build environment ``name`` with its default parameters (cached: static per name, backend and mask).
 
     ``backend``: the physics pipeline of a Brax task (default ``brax_envs.DEFAULT_BACKEND``); None otherwise.
+    ``mask_velocity``: observations without velocities (``ppo_jax.rl.observation_masks``).
     """
     if brax_envs.is_brax(name):
         env = brax_envs.make_brax_env(name, backend or brax_envs.DEFAULT_BACKEND)
@@ -54,6 +57,8 @@ def make_env(name: str, backend: str | None = None) -> EnvSpec:
         params = env.default_params
     else:
         env, params = gymnax.make(name)
+    if mask_velocity:
+        env = VelocityMasked(env, name)
     obs_shape = env.observation_space(params).shape
     action_space = env.action_space(params)
     if isinstance(action_space, spaces.Discrete):

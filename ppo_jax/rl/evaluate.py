@@ -28,7 +28,7 @@ from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.envs import EnvSpec, env_spec, make_env
 from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd
-from ppo_jax.rl.rollout import flatten_obs, observe
+from ppo_jax.rl.rollout import first_step, flatten_obs, observe
 
 EVAL_EPISODES = 16  # default number of evaluation episodes per run and policy
 
@@ -47,14 +47,18 @@ def max_episode_steps(spec: EnvSpec) -> int:
     return int(spec.params.max_steps_in_episode)
 
 
-def play_episodes(spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes: int) -> tuple[jax.Array, jax.Array]:
+def play_episodes(
+    spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes: int, memory=None
+) -> tuple[jax.Array, jax.Array]:
     """One episode in each of ``num_episodes`` fresh envs, to termination or the time limit; jittable.
 
     Args:
       spec: the environment (``ppo_jax.rl.envs.make_env``).
       policy: ``policy(obs [num_episodes, obs_dim], key) -> actions`` (int32 ``[num_episodes]``, or
-        float ``[num_episodes, A]``, clipped here to the action bounds).
+        float ``[num_episodes, A]``, clipped here to the action bounds); with ``memory``,
+        ``policy(obs, key, memory) -> (actions, memory)``.
       key: reset keys and the policy's and the env's randomness.
+      memory: a recurrent policy's initial state (a pytree), carried from step to step; None: stateless.
 
     Returns:
       ``(returns, lengths)``, each ``float32[num_episodes]``: undiscounted sums of raw rewards, and steps.
@@ -70,9 +74,12 @@ def play_episodes(spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes:
         return jnp.logical_and(t < max_episode_steps(spec), alive.any())
 
     def body(carry):
-        t, env_state, obs, key, alive, returns, lengths = carry
+        t, env_state, obs, key, alive, returns, lengths, memory = carry
         key, act_key, env_key = jax.random.split(key, 3)
-        action = policy(flatten_obs(obs, num_episodes), act_key)
+        if memory is None:
+            action = policy(flatten_obs(obs, num_episodes), act_key)
+        else:
+            action, memory = policy(flatten_obs(obs, num_episodes), act_key, memory)
         if not spec.discrete:
             action = jnp.clip(action, spec.action_low, spec.action_high)
         obs, env_state, reward, terminated, truncated, _ = step_envs(
@@ -81,10 +88,10 @@ def play_episodes(spec: EnvSpec, policy: Callable, key: jax.Array, num_episodes:
         returns = returns + jnp.where(alive, reward.astype(jnp.float32), 0.0)
         lengths = lengths + alive.astype(jnp.float32)
         alive = jnp.logical_and(alive, ~jnp.logical_or(terminated, truncated))
-        return t + 1, env_state, obs, key, alive, returns, lengths
+        return t + 1, env_state, obs, key, alive, returns, lengths, memory
 
-    carry = (jnp.int32(0), env_state, obs, run_key, alive, zeros, zeros)
-    _, _, _, _, _, returns, lengths = lax.while_loop(cond, body, carry)
+    carry = (jnp.int32(0), env_state, obs, run_key, alive, zeros, zeros, memory)
+    _, _, _, _, _, returns, lengths, _ = lax.while_loop(cond, body, carry)
     return returns, lengths
 
 
@@ -100,16 +107,25 @@ def random_policy(spec: EnvSpec) -> Callable:
 
 
 def trained_policy(cfg: PPOConfig, params, obs_stats: RunningMeanStd, *, deterministic: bool) -> Callable:
-    """The policy of trained ``params``, observation normalization frozen at ``obs_stats``: mode or sample."""
+    """The policy of trained ``params``, observation normalization frozen at ``obs_stats``: mode or sample; a
+    recurrent network's is ``policy(obs, key, memory) -> (actions, memory)`` (one episode per env: no resets)."""
     apply_fn = make_network(cfg).apply
     spec = env_spec(cfg)
 
-    def policy(obs, key):
-        dist, _ = apply_fn(params, observe(cfg, obs_stats, obs))
+    def act(dist, key):
         action = distributions.mode(dist) if deterministic else distributions.sample(key, dist)
         return distributions.env_action(dist, action, spec.action_low, spec.action_high)
 
-    return policy
+    def policy(obs, key):
+        dist, _ = apply_fn(params, observe(cfg, obs_stats, obs))
+        return act(dist, key)
+
+    def recurrent_policy(obs, key, memory):
+        no_reset = jnp.zeros((1, obs.shape[0]), bool)
+        memory, (dist, _) = apply_fn(params, memory, observe(cfg, obs_stats, obs)[None], no_reset)
+        return act(first_step(dist), key), memory
+
+    return recurrent_policy if cfg.network == "gru" else policy
 
 
 def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.ndarray:
@@ -126,10 +142,11 @@ def evaluate(
     """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
     spec = env_spec(cfg)
 
+    memory = make_network(cfg).initial_memory(num_episodes) if cfg.network == "gru" else None
+
     def play(deterministic: bool):
-        return play_episodes(
-            spec, trained_policy(cfg, params, obs_stats, deterministic=deterministic), key, num_episodes
-        )
+        policy = trained_policy(cfg, params, obs_stats, deterministic=deterministic)
+        return play_episodes(spec, policy, key, num_episodes, memory)
 
     stochastic, stochastic_length = play(False)
     deterministic, deterministic_length = play(True)

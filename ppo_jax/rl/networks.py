@@ -79,30 +79,37 @@ class ActorCritic(nn.Module):
             actor_h = MLP(self.hidden_sizes, self.activation, self.kernel_init, name="actor_torso")(obs)
             critic_sizes = self.critic_hidden_sizes or self.hidden_sizes
             critic_h = MLP(critic_sizes, self.activation, self.kernel_init, name="critic_torso")(obs)
-        std_outputs = self.action_dim if self.state_dependent_std and not self.discrete else 0
-        head = nn.Dense(
-            self.action_dim + std_outputs, kernel_init=kernel_initializer(self.kernel_init, 0.01), name="policy_head"
-        )(actor_h)
-        value_init = kernel_initializer(self.kernel_init, 1.0)
-        value = nn.Dense(1, kernel_init=value_init, name="value_head")(critic_h)[..., 0]
-        loc = head[..., : self.action_dim]
-        if self.discrete:
-            return PolicyDist(loc, None), value
-        if std_outputs:
-            log_std = jnp.log(jax.nn.softplus(head[..., self.action_dim :]) + MIN_STD)
-        else:
-            log_std = self.param("log_std", nn.initializers.zeros, (self.action_dim,))
-        return (TanhGaussian if self.squash else PolicyDist)(loc, log_std), value
+        return heads(self, actor_h, critic_h)
 
 
-def make_network(cfg) -> ActorCritic:
-    """The ActorCritic of a PPOConfig: its env's action space, cfg's widths, activation and torso."""
+def heads(module: nn.Module, actor_h: jax.Array, critic_h: jax.Array) -> tuple[PolicyDist | TanhGaussian, jax.Array]:
+    """The policy and value heads of ``module`` (an actor-critic, inside its compact ``__call__``) on the actor's
+    and critic's features ``[..., F]``: (distribution with loc ``[..., A]``, value ``[...]``)."""
+    std_outputs = module.action_dim if module.state_dependent_std and not module.discrete else 0
+    head = nn.Dense(
+        module.action_dim + std_outputs, kernel_init=kernel_initializer(module.kernel_init, 0.01), name="policy_head"
+    )(actor_h)
+    value_init = kernel_initializer(module.kernel_init, 1.0)
+    value = nn.Dense(1, kernel_init=value_init, name="value_head")(critic_h)[..., 0]
+    loc = head[..., : module.action_dim]
+    if module.discrete:
+        return PolicyDist(loc, None), value
+    if std_outputs:
+        log_std = jnp.log(jax.nn.softplus(head[..., module.action_dim :]) + MIN_STD)
+    else:
+        log_std = module.param("log_std", nn.initializers.zeros, (module.action_dim,))
+    return (TanhGaussian if module.squash else PolicyDist)(loc, log_std), value
+
+
+def make_network(cfg) -> nn.Module:
+    """The actor-critic of a PPOConfig: its env's action space, cfg's widths, activation and torso; an
+    ``ActorCritic`` or, with ``network: gru``, a ``ppo_jax.rl.recurrent.RecurrentActorCritic``."""
     from ppo_jax.rl.envs import (
         env_spec,
     )  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
 
     spec = env_spec(cfg)
-    return ActorCritic(
+    fields = dict(
         action_dim=spec.action_dim,
         discrete=spec.discrete,
         hidden_sizes=tuple(cfg.hidden_sizes),
@@ -113,3 +120,8 @@ def make_network(cfg) -> ActorCritic:
         state_dependent_std=cfg.policy_std == "state",
         kernel_init=cfg.kernel_init,
     )
+    if cfg.network == "gru":
+        from ppo_jax.rl.recurrent import RecurrentActorCritic
+
+        return RecurrentActorCritic(**fields, rnn_hidden_size=cfg.rnn_hidden_size)
+    return ActorCritic(**fields)

@@ -59,6 +59,13 @@ def ppo_loss(
     vf_clip_eps, vf_coef, dual_clip_c; ``coefs`` the current clip_eps, ent_coef, kl_beta.
     """
     dist, value = apply_fn(params, batch.obs)
+    return loss_from_outputs(dist, value, batch, cfg, coefs)
+
+
+def loss_from_outputs(
+    dist, value: jax.Array, batch: Minibatch, cfg, coefs: LossCoefficients
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """``ppo_loss`` given the network's outputs on ``batch.obs``: ``dist`` (loc ``[M, A]``) and ``value`` ``[M]``."""
     advantage = batch.advantage
     if cfg.norm_adv:
         advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)

@@ -15,11 +15,19 @@ isolates one part of the agent, so a failure points at that part.
 | Probe-Diverge             | [0]          | 1       | +1 every step, NaN from    | the run diverges at update      |
 |                           |              |         | step 101 on, truncated     | 100 // num_steps (NaN loss)     |
 |                           |              |         | after 200, never ends      |                                 |
+| Probe-Memory              | [+-1] then   | 2       | at step 5: +1 if the action| with memory 1; without, 0       |
+|                           | [0] x 4      |         | matches the first obs's    | (the cue is gone: a guess)      |
+|                           |              |         | sign, else -1; episode ends|                                 |
 
 Probe-TimeLimit tells a correct time-limit treatment from the common bug: an
 agent that bootstraps truncated episodes from V(final observation) learns
 V = 1/(1-gamma); one that treats the time limit as termination learns the mean
 of the 5-step truncated returns, which is smaller.
+
+Probe-Memory needs memory: the cue (+-1) is shown at the first step only, and only the answer at the last
+step (``MEMORY_DELAY`` steps later) is rewarded. A policy that remembers the cue scores 1 per episode; a
+feed-forward one sees the same zero observation at the answer step whatever the cue, so its best is 0 (its
+expected return is 2 P(correct) - 1 with P(correct) = 1/2). The observation carries no clock either.
 
 Probe-Diverge checks how a diverged run is handled (``non_finite``,
 ``ppo_jax.scan_updates``): its reward is NaN from each episode's step
@@ -155,6 +163,30 @@ class Diverge(TimeLimit):
         return state.obs, new_state, reward, jnp.array(False), {}
 
 
+MEMORY_DELAY = 4
+"""Steps between Probe-Memory's cue (step 0) and the rewarded answer (step ``MEMORY_DELAY``)."""
+
+
+class Memory(_Probe):
+    """Cue +-1 at step 0 (kept in the state), zero observations after; the action at step ``MEMORY_DELAY`` is
+    rewarded +1 if it names the cue (action 1 for +1, 0 for -1), else -1, and ends the episode."""
+
+    n_actions = 2
+
+    def initial_obs(self, key):
+        return jnp.where(jax.random.bernoulli(key), 1.0, -1.0).reshape(1).astype(jnp.float32)
+
+    def step_env(self, key, state, action, params):
+        last = state.time >= MEMORY_DELAY
+        correct = (action == 1) == (state.obs[0] > 0)
+        reward = jnp.where(last, jnp.where(correct, 1.0, -1.0), 0.0).astype(jnp.float32)
+        new_state = ProbeState(obs=state.obs, time=state.time + 1)
+        return jnp.zeros((1,), jnp.float32), new_state, reward, last, {}
+
+    def is_terminated(self, state, params):
+        return state.time > MEMORY_DELAY
+
+
 PROBE_ENVS = {
     "Probe-ConstantReward": ConstantReward,
     "Probe-ObsDependentReward": ObsDependentReward,
@@ -163,4 +195,5 @@ PROBE_ENVS = {
     "Probe-ContinuousAction": ContinuousAction,
     "Probe-TimeLimit": TimeLimit,
     "Probe-Diverge": Diverge,
+    "Probe-Memory": Memory,
 }

@@ -1,4 +1,9 @@
-"""Rollout: ``lax.scan`` over num_steps of vmapped gymnax envs, episodes tracked inside jit."""
+"""Rollout: ``lax.scan`` over num_steps of vmapped gymnax envs, episodes tracked inside jit.
+
+With a recurrent network (``network: gru``) the runner carries each env's GRU state and whether its current
+observation starts an episode (``RecurrentState``); the state is reset there, inside the scan, and the rollout
+records the resets and V(next observation) computed with the state that saw the step (a truncated episode's
+final observation is valued with the memory of its own episode)."""
 
 from __future__ import annotations
 
@@ -31,6 +36,14 @@ def init_episode_stats(num_envs: int) -> EpisodeStats:
     return EpisodeStats(zeros, zeros, nans, nans, zeros)
 
 
+class RecurrentState(NamedTuple):
+    """What a recurrent policy carries between steps: ``hidden`` (one ``[B, H]`` per GRU) and ``reset`` ``[B]``
+    (the current observation is an episode's first: the GRU starts from zeros before reading it)."""
+
+    hidden: tuple
+    reset: jax.Array
+
+
 class RunnerState(NamedTuple):
     train_state: TrainState
     env_state: Any
@@ -40,6 +53,7 @@ class RunnerState(NamedTuple):
     episodes: EpisodeStats
     coefs: AdaptedCoefficients  # adapted clip_eps and KL beta
     key: jax.Array
+    memory: RecurrentState | None = None  # network gru only
 
 
 class Transition(NamedTuple):
@@ -54,6 +68,14 @@ class Transition(NamedTuple):
     terminated: jax.Array  # the episode reached a terminal state: no bootstrap
     done: jax.Array  # terminated or truncated
     next_obs: jax.Array  # observation after the step (the final observation where done), as the critic sees it
+    reset: jax.Array | None = None  # network gru: obs starts an episode (the GRU state was zeroed before it)
+    next_value: jax.Array | None = None  # network gru: V(next_obs) with the GRU state after this step
+
+
+def first_step(dist):
+    """A distribution over ``[1, B, ...]`` (a recurrent network's one-step output) as one over ``[B, ...]``."""
+    per_step_std = dist.log_std is not None and dist.log_std.ndim == dist.loc.ndim
+    return dist._replace(loc=dist.loc[0], log_std=dist.log_std[0] if per_step_std else dist.log_std)
 
 
 def observe(cfg, stats: RunningMeanStd, obs: jax.Array) -> jax.Array:
@@ -70,10 +92,16 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
     apply_fn = runner.train_state.apply_fn
     params = runner.train_state.params
 
+    recurrent = runner.memory is not None
+
     def env_step(runner: RunnerState, _):
         key, act_key, env_key = jax.random.split(runner.key, 3)
         obs_in = observe(cfg, runner.obs_stats, runner.obs)
-        dist, value = apply_fn(params, obs_in)
+        if recurrent:
+            hidden, (dist, value) = apply_fn(params, runner.memory.hidden, obs_in[None], runner.memory.reset[None])
+            dist, value = first_step(dist), value[0]
+        else:
+            dist, value = apply_fn(params, obs_in)
         action = distributions.sample(act_key, dist)
         log_prob = distributions.log_prob(dist, action)
         env_action = distributions.env_action(dist, action, spec.action_low, spec.action_high)
@@ -116,7 +144,13 @@ def rollout(runner: RunnerState, cfg, spec: EnvSpec) -> tuple[RunnerState, Trans
             done=done,
             next_obs=critic_next_obs,
         )
+        memory = runner.memory
+        if recurrent:  # V(next obs) reads it with the state that saw this step: no reset, even where done
+            _, (_, next_value) = apply_fn(params, hidden, critic_next_obs[None], jnp.zeros((1, cfg.num_envs), bool))
+            transition = transition._replace(reset=runner.memory.reset, next_value=next_value[0])
+            memory = RecurrentState(hidden=hidden, reset=done)
         runner = runner._replace(
+            memory=memory,
             env_state=env_state,
             obs=next_obs,
             obs_stats=obs_stats,

@@ -25,7 +25,7 @@ from ppo_jax import threefry_cpu
 from ppo_jax.errors import ConfigError
 from ppo_jax.gae import compute_gae
 from ppo_jax.optimizer import create_train_state, set_hyperparams
-from ppo_jax.rl import brax_envs
+from ppo_jax.rl import brax_envs, sequences
 from ppo_jax.rl.adaptation import adapt, init_coefficients
 from ppo_jax.rl.config import PPOConfig, validate
 from ppo_jax.rl.envs import env_spec
@@ -35,7 +35,7 @@ from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
 from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch
 from ppo_jax.rl.ppo_update import update
-from ppo_jax.rl.rollout import RunnerState, flatten_obs, init_episode_stats, rollout
+from ppo_jax.rl.rollout import RecurrentState, RunnerState, flatten_obs, init_episode_stats, rollout
 from ppo_jax.rl.task import EVAL_NAMES
 from ppo_jax.scan_updates import scan_updates
 from ppo_jax.schedules import scheduled
@@ -62,7 +62,13 @@ def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
     spec = env_spec(cfg)
     network = make_network(cfg)
     init_key, reset_key, run_key = jax.random.split(key, 3)
-    params = network.init(init_key, jnp.zeros((spec.obs_dim,), jnp.float32))
+    memory = None
+    if cfg.network == "gru":  # every env starts an episode: its state is reset before the first observation
+        one_step = (jnp.zeros((1, 1, spec.obs_dim), jnp.float32), jnp.ones((1, 1), bool))
+        params = network.init(init_key, network.initial_memory(1), *one_step)
+        memory = RecurrentState(network.initial_memory(cfg.num_envs), jnp.ones((cfg.num_envs,), bool))
+    else:
+        params = network.init(init_key, jnp.zeros((spec.obs_dim,), jnp.float32))
     train_state = create_train_state(network.apply, params, cfg)
     obs, env_state = jax.vmap(spec.env.reset, in_axes=(0, None))(jax.random.split(reset_key, cfg.num_envs), spec.params)
     obs = flatten_obs(obs, cfg.num_envs)
@@ -78,6 +84,7 @@ def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
         episodes=init_episode_stats(cfg.num_envs),
         coefs=init_coefficients(cfg),
         key=run_key,
+        memory=memory,
     )
 
 
@@ -92,15 +99,22 @@ def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None
     spec = env_spec(cfg)
     learning_rate = scheduled(cfg.lr_schedule, cfg.lr, update_idx, cfg.num_updates)
     runner = runner._replace(train_state=set_hyperparams(runner.train_state, learning_rate=learning_rate))
+    start = runner.memory  # a recurrent policy's state at the segment's start (None: feed-forward)
     runner, traj = rollout(runner, cfg, spec)
 
     train_state = runner.train_state
-    _, next_values = train_state.apply_fn(train_state.params, traj.next_obs)
+    if start is None:
+        _, next_values = train_state.apply_fn(train_state.params, traj.next_obs)
+    else:
+        next_values = traj.next_value
     advantages, targets = compute_gae(
         traj.reward, traj.value, next_values, traj.terminated, traj.done, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda
     )
     batch = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, advantages, targets, traj.dist)
-    batch = jax.tree.map(lambda x: x.reshape((cfg.batch_size,) + x.shape[2:]), batch)
+    if start is None:
+        batch = jax.tree.map(lambda x: x.reshape((cfg.batch_size,) + x.shape[2:]), batch)
+    else:
+        batch = sequences.from_rollout(batch, start.hidden, traj.reset)
     coefs = LossCoefficients(
         clip_eps=scheduled(cfg.clip_schedule, runner.coefs.clip_eps, update_idx, cfg.num_updates),
         ent_coef=scheduled(cfg.ent_schedule, cfg.ent_coef, update_idx, cfg.num_updates),
