@@ -20,7 +20,7 @@ name cases twice to alternate them:
 
 Against a peer, side by side in one process (``scripts/bench_against.py``):
 
-    python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl    # CartPole and Pendulum, 1/16/64 seeds
+    python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl    # CartPole, Pendulum, CartPole-GRU; 1/16/64 seeds
     python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl --envs CartPole-v1 --seeds 1 --repeats 10
 """
 
@@ -148,7 +148,7 @@ def main() -> None:
         "--total-timesteps",
         type=int,
         default=None,
-        help="env steps per seed (default 100k; with --against: 100k CartPole, 40,960 Pendulum)",
+        help="env steps per seed (default 100k; with --against: 100k CartPole and CartPole-GRU, 40,960 Pendulum)",
     )
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per case; the minimum is reported")
     parser.add_argument(
@@ -167,9 +167,9 @@ def main() -> None:
     parser.add_argument(
         "--envs",
         nargs="+",
-        default=["CartPole-v1", "Pendulum-v1"],
-        choices=["CartPole-v1", "Pendulum-v1"],
-        help="with --against: the tasks (default both)",
+        default=list(bench_against.ROWS),
+        choices=list(bench_against.ROWS),
+        help="with --against: the rows (default all: CartPole, Pendulum, and CartPole-GRU, recurrent, vs ppo_rnn.py)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 16, 64], help="with --against: seed counts")
     parser.add_argument(

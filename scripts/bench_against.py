@@ -20,6 +20,12 @@ annealed, observation and reward normalization). Ours keeps every default
 (truncation bootstrapped from the final observation, the per-update metrics, the
 exact KL after each update); PureJaxRL treats a time limit as termination and
 reports no loss metrics.
+
+The recurrent row, ``CartPole-GRU``: PureJaxRL's ``ppo_rnn.py`` (CartPole-v1, its ``__main__`` config: the ppo.py
+schedule above; Dense 128 relu, a GRU of 128 shared by actor and critic, then a Dense 128 relu layer in each
+head) beside ours with ``network: gru``, ``shared_torso``, ``hidden_sizes (128,)``, relu, ``rnn_hidden_size 128``
+(the heads read the GRU directly: ours has two 128x128 layers fewer per step). Both reset the GRU state at every
+episode start and update on whole env sequences; ours also bootstraps truncations with V(final observation).
 """
 
 from __future__ import annotations
@@ -40,11 +46,13 @@ from ppo_jax import PPOConfig
 from ppo_jax.rl.train import train
 from ppo_jax.vmap_runs import vmap_runs
 
-PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py"}
+PEER_SCRIPTS = {"CartPole-v1": "ppo.py", "Pendulum-v1": "ppo_continuous_action.py", "CartPole-GRU": "ppo_rnn.py"}
+ROWS = tuple(PEER_SCRIPTS)
+"""The rows' names: the env, or CartPole-GRU for the recurrent row (on CartPole-v1)."""
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 ROW_TIMEOUT = 1800.0  # seconds per row before it is reported as hung
 COMPILE_ROUNDS = 3  # compiles per side, alternating; the minimum is reported
-DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960}  # per seed; Pendulum updates are ~20x dearer
+DEFAULT_STEPS = {"CartPole-v1": 100_000, "Pendulum-v1": 40_960, "CartPole-GRU": 100_000}  # per seed
 
 _CARTPOLE = {
     "LR": 2.5e-4,
@@ -70,9 +78,10 @@ _PENDULUM = {
 _COMMON = {"GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "DEBUG": False}
 
 
-def peer_config(env: str, total_timesteps: int) -> dict:
-    """PureJaxRL's config dict for ``env``."""
-    base = _CARTPOLE if env == "CartPole-v1" else _PENDULUM
+def peer_config(row: str, total_timesteps: int) -> dict:
+    """PureJaxRL's config dict for ``row`` (an env, or CartPole-GRU)."""
+    base = _PENDULUM if row == "Pendulum-v1" else _CARTPOLE
+    env = "CartPole-v1" if row == "CartPole-GRU" else row
     return {**_COMMON, **base, "ENV_NAME": env, "TOTAL_TIMESTEPS": total_timesteps}
 
 
@@ -80,6 +89,16 @@ def our_config(env: str, total_timesteps: int) -> PPOConfig:
     """The PPOConfig doing the same work as ``peer_config(env, ...)``."""
     if env == "CartPole-v1":
         return PPOConfig(env=env, total_timesteps=total_timesteps)
+    if env == "CartPole-GRU":
+        return PPOConfig(
+            env="CartPole-v1",
+            total_timesteps=total_timesteps,
+            network="gru",
+            shared_torso=True,
+            hidden_sizes=(128,),
+            activation="relu",
+            rnn_hidden_size=128,
+        )
     return PPOConfig(
         env=env,
         total_timesteps=total_timesteps,
@@ -102,7 +121,7 @@ def _final_return_ours(out, num_updates: int) -> float:
 
 def _final_return_peer(out, num_updates: int) -> float:
     last = max(1, num_updates // 20)
-    info = out["metrics"]
+    info = out["metrics"] if "metrics" in out else out["metric"]  # ppo_rnn.py names it metric
     returns = np.asarray(info["returned_episode_returns"])[:, -last:]
     finished = np.asarray(info["returned_episode"])[:, -last:].astype(bool)
     return float(returns[finished].mean()) if finished.any() else float("nan")

@@ -15,6 +15,11 @@ run beside gymnax >= 1.0 and without its optional simulators:
   Brax convention the script assumes: actions in [-1, 1] (``ClipAction``), scaled
   to the env's bounds.
 
+- ``ppo_rnn.py`` was written for flax < 0.8: ``nn.GRUCell()`` without ``features`` and a static
+  ``nn.GRUCell.initialize_carry(rng, batch_dims, size)``. Its ``nn`` is replaced, in the loaded module
+  only, by flax.linen with a ``GRUCell`` of those two calls (``old_flax_linen``): the same cell, the same
+  default initializers, 128 units as the script's carry.
+
 Needs ``pip install distrax`` (PureJaxRL's distributions). Nothing in the hot
 path (network, loss, optimizer, GAE, minibatch loop) is touched.
 """
@@ -84,6 +89,24 @@ class GymnaxAsBrax(FiveValueStep):
         return spaces.Box(low=-1.0, high=1.0, shape=space.shape or (1,))
 
 
+def old_flax_linen(hidden_size: int = 128) -> types.SimpleNamespace:
+    """flax.linen as ``ppo_rnn.py`` calls it: ``GRUCell()`` (``hidden_size`` features) and the static
+    ``GRUCell.initialize_carry(rng, batch_dims, size)`` (zeros, as flax's always were)."""
+    import flax.linen as linen
+
+    class GRUCell:
+        def __new__(cls, **kwargs):
+            return linen.GRUCell(features=hidden_size, **kwargs)
+
+        @staticmethod
+        def initialize_carry(rng, batch_dims, size):
+            return jnp.zeros((*batch_dims, size))
+
+    shim = types.SimpleNamespace(**{name: getattr(linen, name) for name in dir(linen) if not name.startswith("_")})
+    shim.GRUCell = GRUCell
+    return shim
+
+
 def _stub_missing(name: str, attributes: dict[str, object] | None = None) -> None:
     """An empty module ``name`` (and its parents) in ``sys.modules`` if ``name`` cannot be imported."""
     try:
@@ -124,6 +147,8 @@ def load(path: Path, script: str) -> types.ModuleType:
     finally:
         sys.path.remove(str(source.parent))
     module.gymnax = types.SimpleNamespace(make=five_value_make)
+    if script == "ppo_rnn.py":
+        module.nn = old_flax_linen()
     if hasattr(module, "BraxGymnaxWrapper"):
         module.BraxGymnaxWrapper = GymnaxAsBrax
     return module
