@@ -32,8 +32,8 @@ Activation = Literal["tanh", "relu", "gelu", "silu"]
 ActionDist = Literal["gaussian", "tanh_gaussian"]
 PolicyStd = Literal["parameter", "state"]
 KernelInit = Literal["orthogonal", "lecun_uniform"]
-Network = Literal["mlp", "gru"]
-NETWORKS = ("mlp", "gru")
+Network = Literal["mlp", "gru", "lstm"]
+NETWORKS = ("mlp", "gru", "lstm")
 BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
 Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
@@ -79,9 +79,9 @@ class PPOConfig(ConfigBase):
     kernel_init: KernelInit = static("orthogonal")
     """Weight init: orthogonal with gains sqrt 2 / 0.01 policy / 1 value (Huang et al. 2022) or lecun_uniform on every layer (Brax)."""
     network: Network = static("mlp")
-    """Policy and value networks: mlp (feed-forward) or gru (an MLP torso, then a GRU whose state is reset at every episode start; minibatches are whole env sequences, so num_minibatches must divide num_envs)."""
+    """Policy and value networks: mlp (feed-forward), gru or lstm (an MLP torso, then a GRU or an LSTM whose state is reset at every episode start; minibatches are whole env sequences, so num_minibatches must divide num_envs)."""
     rnn_hidden_size: int = static(128)
-    """Width of the GRU's state (network: gru)."""
+    """Width of the recurrent layer's state (network: gru or lstm)."""
     mask_velocity: bool = static(False)
     """Hide the velocities from the observation (CartPole-v1: x and theta only; Pendulum-v1: cos and sin; Acrobot-v1: the four angle terms; MountainCar: position): the partially observed benchmarks of recurrent policies."""
     lr_schedule: Schedule = static("linear")
@@ -158,6 +158,11 @@ class PPOConfig(ConfigBase):
         return self.num_envs * self.num_steps
 
     @property
+    def recurrent(self) -> bool:
+        """A GRU or LSTM policy (``network``), trained on whole env sequences."""
+        return self.network in ("gru", "lstm")
+
+    @property
     def minibatch_size(self) -> int:
         return self.batch_size // self.num_minibatches
 
@@ -191,8 +196,8 @@ class PPOConfig(ConfigBase):
             inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
         if not self.adaptive_clip:
             inert["clip_kl_target"] = "adaptive clipping is off (adaptive_clip: false)"
-        if self.network != "gru":
-            inert["rnn_hidden_size"] = f"network {self.network} has no GRU (use network: gru)"
+        if not self.recurrent:
+            inert["rnn_hidden_size"] = f"network {self.network} is feed-forward (use network: gru or lstm)"
         return inert
 
 
@@ -274,12 +279,12 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         )
     check_choice("activation", cfg.activation, ACTIVATIONS)
     check_choice("network", cfg.network, NETWORKS)
-    if cfg.network == "gru":
+    if cfg.recurrent:
         check_positive_ints(cfg, ("rnn_hidden_size",))
         if cfg.num_envs % cfg.num_minibatches:
             divisors = [d for d in range(1, cfg.num_envs + 1) if cfg.num_envs % d == 0][:16]
             raise ConfigError(
-                f"network gru trains on whole env sequences, so its minibatches are sets of envs: "
+                f"network {cfg.network} trains on whole env sequences, so its minibatches are sets of envs: "
                 f"num_minibatches={cfg.num_minibatches} must divide num_envs={cfg.num_envs}. "
                 f"Choose num_minibatches among {divisors} or change num_envs."
             )

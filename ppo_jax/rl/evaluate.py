@@ -125,7 +125,7 @@ def trained_policy(cfg: PPOConfig, params, obs_stats: RunningMeanStd, *, determi
         memory, (dist, _) = apply_fn(params, memory, observe(cfg, obs_stats, obs)[None], no_reset)
         return act(first_step(dist), key), memory
 
-    return recurrent_policy if cfg.network == "gru" else policy
+    return recurrent_policy if cfg.recurrent else policy
 
 
 def random_policy_returns(env: str, key: jax.Array, num_episodes: int) -> np.ndarray:
@@ -142,7 +142,7 @@ def evaluate(
     """Stochastic and deterministic returns of ``params`` on ``num_episodes`` fresh episodes each (jittable, vmappable)."""
     spec = env_spec(cfg)
 
-    memory = make_network(cfg).initial_memory(num_episodes) if cfg.network == "gru" else None
+    memory = make_network(cfg).initial_memory(num_episodes) if cfg.recurrent else None
 
     def play(deterministic: bool):
         policy = trained_policy(cfg, params, obs_stats, deterministic=deterministic)

@@ -103,7 +103,7 @@ def heads(module: nn.Module, actor_h: jax.Array, critic_h: jax.Array) -> tuple[P
 
 def make_network(cfg) -> nn.Module:
     """The actor-critic of a PPOConfig: its env's action space, cfg's widths, activation and torso; an
-    ``ActorCritic`` or, with ``network: gru``, a ``ppo_jax.rl.recurrent.RecurrentActorCritic``."""
+    ``ActorCritic`` or, with ``network: gru|lstm``, a ``ppo_jax.rl.recurrent.RecurrentActorCritic``."""
     from ppo_jax.rl.envs import (
         env_spec,
     )  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
@@ -120,8 +120,8 @@ def make_network(cfg) -> nn.Module:
         state_dependent_std=cfg.policy_std == "state",
         kernel_init=cfg.kernel_init,
     )
-    if cfg.network == "gru":
+    if cfg.recurrent:
         from ppo_jax.rl.recurrent import RecurrentActorCritic
 
-        return RecurrentActorCritic(**fields, rnn_hidden_size=cfg.rnn_hidden_size)
+        return RecurrentActorCritic(**fields, rnn_hidden_size=cfg.rnn_hidden_size, cell=cfg.network)
     return ActorCritic(**fields)

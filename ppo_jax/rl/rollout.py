@@ -1,6 +1,6 @@
 """Rollout: ``lax.scan`` over num_steps of vmapped gymnax envs, episodes tracked inside jit.
 
-With a recurrent network (``network: gru``) the runner carries each env's GRU state and whether its current
+With a recurrent network (``network: gru`` or ``lstm``) the runner carries each env's recurrent state and whether its current
 observation starts an episode (``RecurrentState``); the state is reset there, inside the scan, and the rollout
 records the resets and V(next observation) computed with the state that saw the step (a truncated episode's
 final observation is valued with the memory of its own episode)."""
@@ -37,8 +37,8 @@ def init_episode_stats(num_envs: int) -> EpisodeStats:
 
 
 class RecurrentState(NamedTuple):
-    """What a recurrent policy carries between steps: ``hidden`` (one ``[B, H]`` per GRU) and ``reset`` ``[B]``
-    (the current observation is an episode's first: the GRU starts from zeros before reading it)."""
+    """What a recurrent policy carries between steps: ``hidden`` (``ppo_jax.rl.recurrent.Memory``) and ``reset``
+    ``[B]`` (the current observation is an episode's first: the state starts from zeros before reading it)."""
 
     hidden: tuple
     reset: jax.Array
@@ -53,7 +53,7 @@ class RunnerState(NamedTuple):
     episodes: EpisodeStats
     coefs: AdaptedCoefficients  # adapted clip_eps and KL beta
     key: jax.Array
-    memory: RecurrentState | None = None  # network gru only
+    memory: RecurrentState | None = None  # recurrent networks only
 
 
 class Transition(NamedTuple):
@@ -68,8 +68,8 @@ class Transition(NamedTuple):
     terminated: jax.Array  # the episode reached a terminal state: no bootstrap
     done: jax.Array  # terminated or truncated
     next_obs: jax.Array  # observation after the step (the final observation where done), as the critic sees it
-    reset: jax.Array | None = None  # network gru: obs starts an episode (the GRU state was zeroed before it)
-    next_value: jax.Array | None = None  # network gru: V(next_obs) with the GRU state after this step
+    reset: jax.Array | None = None  # recurrent: obs starts an episode (the state was zeroed before it)
+    next_value: jax.Array | None = None  # recurrent: V(next_obs) with the state after this step
 
 
 def first_step(dist):

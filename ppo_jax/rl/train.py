@@ -63,7 +63,7 @@ def init(cfg: PPOConfig, key: jax.Array, shared=None) -> RunnerState:
     network = make_network(cfg)
     init_key, reset_key, run_key = jax.random.split(key, 3)
     memory = None
-    if cfg.network == "gru":  # every env starts an episode: its state is reset before the first observation
+    if cfg.recurrent:  # every env starts an episode: its state is reset before the first observation
         one_step = (jnp.zeros((1, 1, spec.obs_dim), jnp.float32), jnp.ones((1, 1), bool))
         params = network.init(init_key, network.initial_memory(1), *one_step)
         memory = RecurrentState(network.initial_memory(cfg.num_envs), jnp.ones((cfg.num_envs,), bool))

@@ -86,8 +86,29 @@ def test_the_rollout_resets_the_state_at_every_episode_start_as_a_numpy_loop_doe
         assert not np.asarray(traj.terminated).any() and done.any()  # the episode ends were truncations
 
 
-def test_the_update_computes_the_rollouts_log_probs_again_on_whole_env_sequences():
-    cfg = small("Probe-Memory", num_envs=4, num_steps=11)
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+def test_each_episode_is_valued_from_the_initial_state_on_its_own_observations(network):
+    # whatever the rollout carries, step t of an episode must see that episode's observations only, from zeros
+    cfg = small("Probe-Memory", network=network, num_steps=14)
+    params, _, traj = perturbed_rollout(cfg, seed=5)
+    network_def = ppo.make_network(cfg)
+    starts = np.asarray(traj.reset)
+    for b in range(cfg.num_envs):
+        first = np.flatnonzero(starts[:, b])
+        for begin, end in zip(first, [*first[1:], cfg.num_steps], strict=True):
+            obs = jnp.asarray(traj.obs[begin:end, b])[:, None]  # [t, 1, obs_dim]: this episode alone
+            _, (dist, value) = network_def.apply(
+                {"params": params}, network_def.initial_memory(1), obs, jnp.zeros((end - begin, 1), bool)
+            )
+            logits = dist.loc[:, 0] - jax.scipy.special.logsumexp(dist.loc[:, 0], axis=-1, keepdims=True)
+            chosen = jnp.take_along_axis(logits, jnp.asarray(traj.action[begin:end, b])[:, None], axis=-1)[:, 0]
+            np.testing.assert_allclose(chosen, traj.log_prob[begin:end, b], atol=1e-5)
+            np.testing.assert_allclose(value[:, 0], traj.value[begin:end, b], atol=1e-5)
+
+
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+def test_the_update_computes_the_rollouts_log_probs_again_on_whole_env_sequences(network):
+    cfg = small("Probe-Memory", network=network, num_envs=4, num_steps=11)
     params, start, traj = perturbed_rollout(cfg, seed=3)
     apply_fn = ppo.make_network(cfg).apply
     steps = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, traj.value, traj.value, traj.dist)
