@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import divergence_flags, first_divergence
 from ppo_jax.report import figures, intervals, tables
-from ppo_jax.report.sources import Runs
+from ppo_jax.report.sources import Runs, each_run
 
 ENTROPY = "sample_entropy"
 PARAMETERS = (("a", "a"), ("b", "b"), ("ceiling", "b - a (R at H = 0)"))
@@ -53,22 +52,22 @@ def fit(entropy: np.ndarray, score: np.ndarray) -> tuple[float, float, float]:
 def fit_runs(runs: Runs) -> pd.DataFrame:
     """One row per run: env, setting, seed, diverged, a, b, ceiling (= b - a), r2, points (updates fitted)."""
     rows = []
-    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
-        run = run.sort_values("update")
-        flags = divergence_flags(run)
-        diverged = flags is not None and int(first_divergence(flags)) >= 0
-        a, b, r2 = (np.nan,) * 3 if diverged else fit(run[ENTROPY].to_numpy(), run[runs.task.score].to_numpy())
+    for run in each_run(runs):
+        curves = run.curves
+        a, b, r2 = (
+            (np.nan,) * 3 if run.diverged else fit(curves[ENTROPY].to_numpy(), curves[runs.task.score].to_numpy())
+        )
         rows.append(
             {
-                "env": env,
-                "setting": setting,
-                "seed": int(seed),
-                "diverged": diverged,
+                "env": run.env,
+                "setting": run.setting,
+                "seed": run.seed,
+                "diverged": run.diverged,
                 "a": a,
                 "b": b,
                 "ceiling": b - a,
                 "r2": r2,
-                "points": len(run),
+                "points": len(curves),
             }
         )
     return pd.DataFrame(rows)

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import divergence_flags, final_value, first_divergence, seed_ci
+from ppo_jax.final_values import final_value, seed_ci
 from ppo_jax.report import figures, intervals, tables
-from ppo_jax.report.sources import Runs
+from ppo_jax.report.sources import Runs, each_run
 
 PANEL_CHOICES = (
     (("score", "reward-model score"), ("true_score", "programmatic score")),  # rlhf
@@ -49,18 +49,19 @@ def frontier_table(runs: Runs, last_percent: float, min_seeds: int = intervals.M
     fewer than ``min_seeds`` of them)."""
     rows = []
     metrics = ("kl_ref", *(metric for metric, _ in panels(runs.curves.columns)))
-    for (env, setting), group in runs.curves.groupby(["env", "setting"], sort=False):
-        per_seed = {m: [] for m in metrics}
-        diverged = 0
-        for _, run in group.groupby("seed", sort=False):
-            run = run.sort_values("update")
-            flags = divergence_flags(run)
-            gone = flags is not None and int(first_divergence(flags)) >= 0
-            diverged += gone
-            for m in metrics:
-                per_seed[m].append(np.nan if gone else float(final_value(run[m].to_numpy(), last_percent / 100)))
-        row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(per_seed["kl_ref"])}
-        row["diverged"] = diverged
+    cells: dict[tuple[str, str], list] = {}
+    for run in each_run(runs):
+        cells.setdefault((run.env, run.setting), []).append(run)
+    for (env, setting), seed_runs in cells.items():
+        per_seed = {
+            m: [
+                np.nan if r.diverged else float(final_value(r.curves[m].to_numpy(), last_percent / 100))
+                for r in seed_runs
+            ]
+            for m in metrics
+        }
+        row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(seed_runs)}
+        row["diverged"] = sum(r.diverged for r in seed_runs)
         for m, values in per_seed.items():
             row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = seed_ci(values)[:3]
             finite = np.asarray(values)[np.isfinite(values)]

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import divergence_flags, final_value, first_divergence
+from ppo_jax.final_values import final_value
 from ppo_jax.report import intervals, tables
-from ppo_jax.report.sources import Runs
+from ppo_jax.report.sources import Runs, each_run
 
 DIAGNOSTICS = ("clip_fraction", "clip_low", "clip_high", "approx_kl")
 """Metrics of the update itself, tabled beside the reported ones where the runs record them: how often the clip
@@ -26,12 +26,12 @@ def final_metrics(runs: Runs, last_percent: float) -> tuple[pd.DataFrame, list[s
     names = [m for m in (*runs.task.reported, *DIAGNOSTICS) if m in runs.curves.columns]
     names = list(dict.fromkeys(names))
     rows = []
-    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
-        run = run.sort_values("update")
-        flags = divergence_flags(run)
-        diverged = flags is not None and int(first_divergence(flags)) >= 0
-        values = {m: np.nan if diverged else float(final_value(run[m].to_numpy(), last_percent / 100)) for m in names}
-        rows.append({"env": env, "setting": setting, "seed": int(seed), "diverged": diverged, **values})
+    for run in each_run(runs):
+        values = {
+            m: np.nan if run.diverged else float(final_value(run.curves[m].to_numpy(), last_percent / 100))
+            for m in names
+        }
+        rows.append({"env": run.env, "setting": run.setting, "seed": run.seed, "diverged": run.diverged, **values})
     return pd.DataFrame(rows), names
 
 

@@ -39,8 +39,8 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ReportError
-from ppo_jax.final_values import divergence_flags, final_value, first_divergence
-from ppo_jax.report.sources import Runs
+from ppo_jax.final_values import final_value
+from ppo_jax.report.sources import Runs, each_run
 
 
 class Reference(NamedTuple):
@@ -143,19 +143,16 @@ def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
     if not 0.0 < last_percent <= 100.0:
         raise ReportError(f"--last-percent must be in (0, 100], got {last_percent}.")
     rows = []
-    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
-        run = run.sort_values("update")
-        values = run[runs.task.score].to_numpy()
-        flags = divergence_flags(run)
-        index = -1 if flags is None else int(first_divergence(flags))
+    for run in each_run(runs):
+        values = run.curves[runs.task.score].to_numpy()
         rows.append(
             {
-                "env": env,
-                "setting": setting,
-                "seed": seed,
-                "final_return": math.nan if index >= 0 else float(final_value(values, last_percent / 100)),
-                "diverged": index >= 0,
-                "diverged_at": int(run["update"].iloc[index]) if index >= 0 else None,
+                "env": run.env,
+                "setting": run.setting,
+                "seed": run.seed,
+                "final_return": math.nan if run.diverged else float(final_value(values, last_percent / 100)),
+                "diverged": run.diverged,
+                "diverged_at": int(run.curves["update"].iloc[run.divergence]) if run.diverged else None,
             }
         )
     finals = pd.DataFrame(rows)

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from ppo_jax.errors import ConfigError, ReportError
+from ppo_jax.final_values import divergence_flags, first_divergence
 from ppo_jax.sweep.spec_values import PRESET_AXIS
 from ppo_jax.task_contract import Task
 from ppo_jax.task_registry import DEFAULT_TASK, get_task
@@ -306,3 +309,26 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
     )
     curves = table.drop(columns=eval_cols)
     return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task, full)
+
+
+class SeedRun(NamedTuple):
+    """One run of a report: its env, setting and seed, its curves in update order, and the row of its first
+    non-finite update (``first_divergence``; -1 if it did not diverge)."""
+
+    env: str
+    setting: str
+    seed: int
+    curves: pd.DataFrame
+    divergence: int
+
+    @property
+    def diverged(self) -> bool:
+        return self.divergence >= 0
+
+
+def each_run(runs: Runs) -> Iterator[SeedRun]:
+    """Every run of ``runs`` in table order, with whether (and where) it diverged."""
+    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
+        run = run.sort_values("update")
+        flags = divergence_flags(run)
+        yield SeedRun(env, setting, int(seed), run, -1 if flags is None else int(first_divergence(flags)))
