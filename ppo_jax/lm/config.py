@@ -207,6 +207,23 @@ class LmConfig(ConfigBase):
     bt_temperature: float = leaf(0.1)
     """Label noise of the synthetic preferences: P(a preferred to b) = sigmoid((score_a - score_b) / temperature)."""
 
+    BRANCH_FIELDS = (
+        "norm_adv",
+        "ratio",
+        "policy_loss",
+        "dual_clip",
+        "loss_agg",
+        "kl_estimator",
+        "kl_adaptive",
+        "cov_reg",
+        "dynamic_sampling",
+        "clip_vloss",
+        "lr_schedule",
+    )
+    """Static fields that choose a branch of the program, not the shapes of its arrays (``advantage`` and
+    ``kl_mode`` may add a critic or a reference model's forward pass, so they are not here): groups of a sweep
+    that differ only in these share one memory estimate (``ppo_jax.sweep.plan.shape_key``)."""
+
     LEGACY_FIELDS = {
         "anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"},
         "clip_eps": lambda value: {"clip_eps_low": value, "clip_eps_high": value},

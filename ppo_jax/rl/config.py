@@ -141,6 +141,23 @@ class PPOConfig(ConfigBase):
     clip_kl_target: float = leaf(0.01)
     """KL target of adaptive_clip."""
 
+    BRANCH_FIELDS = (
+        "activation",
+        "kernel_init",
+        "lr_schedule",
+        "norm_adv",
+        "clip_vloss",
+        "normalize_obs",
+        "normalize_reward",
+        "objective",
+        "clip_schedule",
+        "ent_schedule",
+        "adaptive_clip",
+        "early_stop_kl",
+    )
+    """Static fields that choose a branch of the program, not the shapes of its arrays: groups of a sweep that
+    differ only in these share one memory estimate (``ppo_jax.sweep.plan.shape_key``)."""
+
     LEGACY_FIELDS = {  # older run and sweep directories
         "progress": lambda value: {},  # a display switch, now the on_update callback
         "anneal_lr": lambda value: {"lr_schedule": "linear" if value else "constant"},

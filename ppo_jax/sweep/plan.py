@@ -48,6 +48,13 @@ def static_key(cfg) -> tuple:
     return tuple(getattr(cfg, name) for name in static_fields(type(cfg)))
 
 
+def shape_key(cfg, num_pairs: int) -> tuple:
+    """What a group's memory estimate depends on: its static fields but the config class's ``BRANCH_FIELDS``
+    (static switches that choose a branch of the program, not the shape of its arrays), and its pair count."""
+    branch = getattr(type(cfg), "BRANCH_FIELDS", ())
+    return (num_pairs, *(getattr(cfg, name) for name in static_fields(type(cfg)) if name not in branch))
+
+
 def group_pairs(spec: SweepSpec) -> list[Group]:
     """Group the spec's (setting, seed) pairs by static fields, in canonical order of first appearance."""
     by_key: dict[tuple, list] = {}

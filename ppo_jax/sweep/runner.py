@@ -36,8 +36,8 @@ from ppo_jax.storage.locks import DirectoryLock
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.sweep import sweep_dir
 from ppo_jax.sweep.claims import Claims
-from ppo_jax.sweep.execute import SweepPlan, describe_group, execute, from_process_0, group_program, shared_mode
-from ppo_jax.sweep.plan import format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, round_up
+from ppo_jax.sweep.execute import SweepPlan, describe_group, execute, from_process_0, shared_mode
+from ppo_jax.sweep.plan import format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, round_up, shape_key
 from ppo_jax.sweep.program import Program, default_memory_budget, device_mesh, fit_program
 from ppo_jax.sweep.spec import load_spec
 
@@ -87,12 +87,14 @@ def compilation_cache(path):
 def plan_sweep(
     spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say
 ) -> SweepPlan:
-    """Group, size and chunk a sweep (compiling one program per group to read its memory estimate).
+    """Group, size and chunk a sweep (compiling one program per distinct shape to read its memory estimate).
 
     Chunk sizes: from ``stored`` (a directory's plan.json) if given; else
     ``chunk_size`` rounded up to a multiple of the device count; else the
     largest evenly-chunked size whose XLA memory estimate fits ``memory_budget``
-    bytes per device (default: see ``ppo_jax.sweep.program.default_memory_budget``).
+    bytes per device (default: see ``ppo_jax.sweep.program.default_memory_budget``),
+    compiled for the first group of each shape (``plan.shape_key``: groups that differ
+    only in branch fields take its size).
     """
     spec = load_spec(spec)
     mesh, groups = device_mesh(), group_pairs(spec)
@@ -107,8 +109,16 @@ def plan_sweep(
     elif chunk_size is not None:
         sizes = [min(round_up(chunk_size, mesh.size), round_up(len(g.pairs), mesh.size)) for g in groups]
     else:
-        sizes = []
+        sizes, by_shape = [], {}
         for g in groups:
+            key = shape_key(g.cfg, len(g.pairs))
+            if key in by_shape:  # only branches differ from a group sized already: its chunk size
+                sizes.append(sizes[by_shape[key]])
+                log(
+                    f"group {g.index} ({describe_group(g, spec)}): the shape of group {by_shape[key]}, chunks of {sizes[-1]}"
+                )
+                continue
+            by_shape[key] = g.index
             programs[g.index] = fit_program(
                 spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec)
             )
@@ -116,9 +126,20 @@ def plan_sweep(
             log(
                 f"group {g.index} ({describe_group(g, spec)}): {len(g.pairs)} pairs, chunks of {sizes[-1]}, "
                 f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s"
+                + _remaining(groups, g, by_shape, programs)
             )
     sizes = [int(s) for s in from_process_0(sizes)]
     return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
+
+
+def _remaining(groups, done, by_shape: dict, programs: dict) -> str:
+    """ "; about N s for K more" after a memory-estimate compile: the later groups of new shapes, at the mean
+    compile time so far."""
+    later = {shape_key(g.cfg, len(g.pairs)) for g in groups[done.index + 1 :]} - set(by_shape)
+    if not later:
+        return ""
+    mean = sum(p.compile_seconds for p in programs.values()) / len(programs)
+    return f"; about {mean * len(later):.0f} s more for {len(later)} more program(s) of other shapes"
 
 
 def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
@@ -150,7 +171,7 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
 
     Compiles nothing when the chunk sizes are known (``chunk_size`` given, or the
     directory's plan): the memory per device is then not estimated. Otherwise it
-    compiles one program per group (as the sweep would, into the compilation
+    compiles one program per distinct shape (as the sweep would, into the compilation
     cache, which the run then loads) to read XLA's memory estimate, and says so
     first. Writes nothing but the compilation cache.
     """
@@ -165,14 +186,17 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
             state = f"{out}: a new sweep directory"
     sized = chunk_size is not None or bool(stored and stored.get("chunk_sizes"))
     if not sized:
+        groups = group_pairs(spec)
+        shapes = len({shape_key(g.cfg, len(g.pairs)) for g in groups})
         log(
-            f"compiling {len(group_pairs(spec))} program(s) to read their memory estimates (seconds to a minute "
-            "each; cached for the run); give --chunk-size to plan without compiling"
+            f"compiling {shapes} program(s), one per distinct shape of the {len(groups)} group(s), to read their "
+            "memory estimates (seconds to a minute each; cached for the run); give --chunk-size to plan without "
+            "compiling"
         )
     with compilation_cache(cache_dir):
         sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
         mesh = device_mesh()
-        programs = [None if sized else group_program(sweep_plan, g, mesh, log) for g in sweep_plan.groups]
+        programs = [sweep_plan.programs.get(g.index) for g in sweep_plan.groups]
     runs = len(spec.settings) * len(spec.seeds)
     task = spec.task
     steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
@@ -184,8 +208,10 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(sweep_plan.budget)} per device",
         f"{len(sweep_plan.groups)} program(s), {len(sweep_plan.chunks)} chunk(s):",
     ]
+    estimated = {shape_key(g.cfg, len(g.pairs)): p for g, p in zip(sweep_plan.groups, programs, strict=True) if p}
     for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs, strict=True):
         count = sum(c.group == g.index for c in sweep_plan.chunks)
+        program = program or estimated.get(shape_key(g.cfg, len(g.pairs)))
         memory = "memory not estimated (nothing compiled)" if program is None else f"~{format_bytes(program.memory)}"
         lines.append(
             f"  group {g.index}: {describe_group(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "

@@ -317,3 +317,49 @@ def test_a_chunk_stopped_mid_way_resumes_from_its_checkpoint(tiny, tmp_path, mon
     resumed = sweep.run(TINY_SPEC, out, resume=True, **args)
     assert restored == [1] and not (out / "checkpoints" / "g000-c00000").exists()
     pd.testing.assert_frame_equal(resumed, straight)
+
+
+def test_the_plan_compiles_one_program_per_distinct_shape(monkeypatch):
+    # 2 envs x {clip 0.1, clip 0.2 | unclipped | kl_fixed | clip with 4 envs}: groups per env: clip (4 pairs),
+    # unclipped (2), kl_fixed (2), num_envs 4 (2). objective only picks a branch (PPOConfig.BRANCH_FIELDS):
+    # unclipped and kl_fixed share a shape; num_envs changes it. Fit is stubbed: it records the groups it sizes.
+    from ppo_jax.sweep import runner
+    from ppo_jax.sweep.program import Program
+
+    spec = {
+        "name": "shapes",
+        "envs": ["CartPole-v1", "Acrobot-v1"],
+        "seeds": 2,
+        "base": TINY_BASE,
+        "zip": {
+            "objective": ["clip", "clip", "unclipped", "kl_fixed", "clip"],
+            "clip_eps": [0.1, 0.2, 0.2, 0.2, 0.2],
+            "num_envs": [2, 2, 2, 2, 4],
+        },
+    }
+    fitted = []
+
+    def fake_fit(task, cfg, num_pairs, budget, mesh, log_every, how):
+        fitted.append((cfg.env, cfg.objective, cfg.num_envs, num_pairs))
+        return Program(None, num_pairs if cfg.objective == "clip" else 1, 0.5, 1000)
+
+    monkeypatch.setattr(runner, "fit_program", fake_fit)
+    lines = []
+    plan = runner.plan_sweep(spec, log=lines.append)
+    assert len(plan.groups) == 8
+    assert fitted == [  # group by group: the kl_fixed groups take their env's unclipped size
+        ("CartPole-v1", "clip", 2, 4),
+        ("CartPole-v1", "unclipped", 2, 2),
+        ("CartPole-v1", "clip", 4, 2),
+        ("Acrobot-v1", "clip", 2, 4),
+        ("Acrobot-v1", "unclipped", 2, 2),
+        ("Acrobot-v1", "clip", 4, 2),
+    ]
+    by_group = {
+        (g.cfg.env, g.cfg.objective, g.cfg.num_envs): size
+        for g, size in zip(plan.groups, plan.chunk_sizes, strict=True)
+    }
+    assert by_group[("CartPole-v1", "kl_fixed", 2)] == by_group[("CartPole-v1", "unclipped", 2)] == 1
+    assert by_group[("CartPole-v1", "clip", 4)] == 2
+    assert any("the shape of group 1, chunks of 1" in line for line in lines)
+    assert any("about 1 s more for 2 more program(s) of other shapes" in line for line in lines)
