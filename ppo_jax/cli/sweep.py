@@ -39,8 +39,8 @@ class Sweep:
     """Print what would run (runs, programs, chunks, memory per device) and exit; with --chunk-size (or a sweep directory's plan) nothing compiles, else one program per distinct shape compiles to read its memory estimate (groups that differ only in branch fields, e.g. objective, share it), with the time the rest will take."""
     checkpoint_every: Annotated[str | None, tyro.conf.arg(metavar="N|P%")] = None
     """Run each chunk in segments and checkpoint it every N updates or P% of them into --out/checkpoints/, so --resume after a kill loses at most a segment, not a chunk."""
-    chunk_size: Annotated[int | None, tyro.conf.arg(metavar="N")] = None
-    """(setting, seed) pairs per chunk, rounded up to a multiple of the device count (default: the most that fit --memory-budget)."""
+    chunk_size: Annotated[str | None, tyro.conf.arg(metavar="N|auto")] = None
+    """(setting, seed) pairs per chunk, rounded up to a multiple of the device count (default: the most that fit --memory-budget); auto: the fastest of that size and its halves, measured on this machine by short probes (ppo_jax/sweep/calibrate.py; skipped for groups that run under 10 minutes)."""
     memory_budget: Annotated[str | None, tyro.conf.arg(metavar="SIZE")] = None
     """Memory per device for one chunk, e.g. 8GiB or 500MB (default: 90% of an accelerator's memory; on CPU half the RAM)."""
     part: Annotated[str | None, tyro.conf.arg(metavar="I/N")] = None
@@ -70,6 +70,7 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
 
         spec = only_envs(spec, args.envs)
     cache = "auto" if args.cache_dir is None else args.cache_dir
+    args.chunk_size = sweep.parse_chunk_size(args.chunk_size)
     if args.dry_run:
         say(
             sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache)

@@ -18,8 +18,18 @@ Modules, in the order a sweep uses them:
     runner.py       run, plan_sweep, dry_run
 """
 
-from ppo_jax.sweep.runner import SweepPlan, dry_run, plan_sweep, run
+from ppo_jax.sweep.runner import SweepPlan, dry_run, parse_chunk_size, plan_sweep, run
 from ppo_jax.sweep.spec import SweepSpec, load_spec
 from ppo_jax.sweep.table import format_summary, summarize
 
-__all__ = ["run", "plan_sweep", "dry_run", "SweepPlan", "load_spec", "SweepSpec", "summarize", "format_summary"]
+__all__ = [
+    "run",
+    "plan_sweep",
+    "dry_run",
+    "parse_chunk_size",
+    "SweepPlan",
+    "load_spec",
+    "SweepSpec",
+    "summarize",
+    "format_summary",
+]

@@ -55,6 +55,7 @@ class SweepPlan(NamedTuple):
     programs: dict[int, Program]  # compiled while sizing, reused when running
     num_devices: int
     budget: int
+    calibration: dict = {}  # first group of a shape -> its ppo_jax.sweep.calibrate.Calibration (--chunk-size auto)
 
     def to_dict(self) -> dict:
         groups = [
@@ -64,12 +65,21 @@ class SweepPlan(NamedTuple):
                 "static": g.static,
                 "num_pairs": len(g.pairs),
                 "chunk_size": size,
-                "memory_bytes": self.programs[g.index].memory if g.index in self.programs else None,
+                "memory_bytes": self.programs[g.index].memory
+                if g.index in self.programs and self.programs[g.index].size == size
+                else None,
             }
             for g, size in zip(self.groups, self.chunk_sizes, strict=True)
         ]
         chunks = [{"id": c.chunk_id, "group": c.group, "pairs": [list(p) for p in c.pairs]} for c in self.chunks]
-        return {"chunk_sizes": self.chunk_sizes, "num_devices": self.num_devices, "groups": groups, "chunks": chunks}
+        calibration = {str(g): c.to_dict() for g, c in self.calibration.items()}
+        return {
+            "chunk_sizes": self.chunk_sizes,
+            "num_devices": self.num_devices,
+            "groups": groups,
+            "chunks": chunks,
+            **({"calibration": calibration} if calibration else {}),
+        }
 
 
 def from_process_0(values) -> np.ndarray:

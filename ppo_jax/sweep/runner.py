@@ -35,6 +35,7 @@ from ppo_jax.storage.atomic import DISK_ERRORS
 from ppo_jax.storage.locks import DirectoryLock
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.sweep import sweep_dir
+from ppo_jax.sweep.calibrate import calibrate
 from ppo_jax.sweep.claims import Claims
 from ppo_jax.sweep.execute import SweepPlan, describe_group, execute, from_process_0, shared_mode
 from ppo_jax.sweep.plan import format_bytes, group_pairs, make_chunks, parse_bytes, parse_part, round_up, shape_key
@@ -85,7 +86,7 @@ def compilation_cache(path):
 
 
 def plan_sweep(
-    spec, *, chunk_size: int | None = None, memory_budget=None, stored: dict | None = None, log=_say
+    spec, *, chunk_size: int | str | None = None, memory_budget=None, stored: dict | None = None, log=_say
 ) -> SweepPlan:
     """Group, size and chunk a sweep (compiling one program per distinct shape to read its memory estimate).
 
@@ -94,7 +95,8 @@ def plan_sweep(
     largest evenly-chunked size whose XLA memory estimate fits ``memory_budget``
     bytes per device (default: see ``ppo_jax.sweep.program.default_memory_budget``),
     compiled for the first group of each shape (``plan.shape_key``: groups that differ
-    only in branch fields take its size).
+    only in branch fields take its size); with ``chunk_size="auto"`` that size or a
+    smaller one, by measured throughput (``ppo_jax.sweep.calibrate``).
     """
     spec = load_spec(spec)
     mesh, groups = device_mesh(), group_pairs(spec)
@@ -102,14 +104,15 @@ def plan_sweep(
     budget = budget or default_memory_budget()
     _check_chunk_size(chunk_size)
     programs: dict[int, Program] = {}
+    by_shape: dict[tuple, int] = {}  # shape -> its first group
     if stored is not None:  # other processes than 0 get zeros here and process 0's sizes below
         sizes = [int(s) for s in stored.get("chunk_sizes") or [0] * len(groups)]
         if chunk_size is not None and stored.get("chunk_sizes"):
             log(f"note: the directory's plan fixes the chunk sizes ({sizes}); --chunk-size is ignored")
-    elif chunk_size is not None:
+    elif chunk_size is not None and chunk_size != AUTO:
         sizes = [min(round_up(chunk_size, mesh.size), round_up(len(g.pairs), mesh.size)) for g in groups]
     else:
-        sizes, by_shape = [], {}
+        sizes = []
         for g in groups:
             key = shape_key(g.cfg, len(g.pairs))
             if key in by_shape:  # only branches differ from a group sized already: its chunk size
@@ -128,8 +131,17 @@ def plan_sweep(
                 f"~{format_bytes(programs[g.index].memory)}/device, compiled in {programs[g.index].compile_seconds:.1f} s"
                 + _remaining(groups, g, by_shape, programs)
             )
+    calibrations = {}
+    if chunk_size == AUTO and stored is None:
+        for key, first in by_shape.items():
+            shape_groups = [g for g in groups if shape_key(g.cfg, len(g.pairs)) == key]
+            log(f"group {first}: calibrating the chunk size of {len(shape_groups)} group(s) of its shape")
+            calibrations[first] = calibrate(spec, shape_groups, sizes[first], mesh, shared_mode(spec), log)
+            for g in shape_groups:
+                sizes[g.index] = calibrations[first].chosen
+            log(f"group {first}: chunks of {calibrations[first].chosen} ({calibrations[first].note})")
     sizes = [int(s) for s in from_process_0(sizes)]
-    return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget)
+    return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget, calibrations)
 
 
 def _remaining(groups, done, by_shape: dict, programs: dict) -> str:
@@ -157,6 +169,7 @@ def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
             "num_programs": len(sweep_plan.groups),
             "num_chunks": len(sweep_plan.chunks),
             "chunk_sizes": sweep_plan.chunk_sizes,
+            "calibration": {str(g): c.to_dict() for g, c in sweep_plan.calibration.items()},
             "num_devices": sweep_plan.num_devices,
             "num_hosts": jax.process_count(),
             "memory_budget_bytes": sweep_plan.budget,
@@ -184,6 +197,9 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         else:
             sweep_dir.check_out(out, spec, resume=False, force=False, joining=False)
             state = f"{out}: a new sweep directory"
+    if chunk_size == AUTO:  # probes take seconds to minutes: the dry run plans by memory and says so
+        log("--chunk-size auto: the run calibrates the chunk sizes by probes; planned here by memory alone")
+        chunk_size = None
     sized = chunk_size is not None or bool(stored and stored.get("chunk_sizes"))
     if not sized:
         groups = group_pairs(spec)
@@ -220,9 +236,25 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
     return "\n".join(lines + ([state] if state else []) + ["nothing was run (dry run)"])
 
 
+AUTO = "auto"
+
+
+def parse_chunk_size(text) -> int | str | None:
+    """``--chunk-size``: None, "auto", or a positive integer (SpecError otherwise)."""
+    if text is None or text == AUTO or isinstance(text, int):
+        _check_chunk_size(text)
+        return text
+    value = str(text).strip()
+    if value.isdigit():
+        return parse_chunk_size(int(value))
+    raise SpecError(f"--chunk-size must be a positive integer or auto, got {text!r}.")
+
+
 def _check_chunk_size(chunk_size) -> None:
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
-        raise SpecError(f"--chunk-size must be a positive integer, got {chunk_size}.")
+    if chunk_size is None or chunk_size == AUTO:
+        return
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise SpecError(f"--chunk-size must be a positive integer or auto, got {chunk_size}.")
 
 
 def run(
@@ -231,7 +263,7 @@ def run(
     *,
     resume: bool = False,
     force: bool = False,
-    chunk_size: int | None = None,
+    chunk_size: int | str | None = None,
     memory_budget: int | str | None = None,
     part: str | tuple[int, int] | None = None,
     cache_dir="auto",
@@ -248,7 +280,9 @@ def run(
         moved into ``out/corrupt/``); a part with ``resume`` also takes over stale claims of other hosts.
       force: replace an existing sweep (or run) directory, deleted once this sweep completes.
       chunk_size: pairs per chunk (rounded up to a multiple of the device count),
-        instead of the largest that fits ``memory_budget``.
+        instead of the largest that fits ``memory_budget``; "auto": that or a smaller
+        size, the fastest by short probes (``ppo_jax.sweep.calibrate``; recorded in
+        plan.json and metadata.json, kept on ``resume``).
       memory_budget: bytes per device (int, or "8GiB", "500MB").
       part: ``"i/N"`` or ``(i, N)``: run only slice i of N of the chunks (SLURM
         arrays); parts share ``out``, claim each chunk (``ppo_jax.sweep.claims``) and the

@@ -363,3 +363,49 @@ def test_the_plan_compiles_one_program_per_distinct_shape(monkeypatch):
     assert by_group[("CartPole-v1", "clip", 4)] == 2
     assert any("the shape of group 1, chunks of 1" in line for line in lines)
     assert any("about 1 s more for 2 more program(s) of other shapes" in line for line in lines)
+
+
+def test_auto_chunk_size_candidates_and_choice_by_hand():
+    from ppo_jax.sweep import calibrate
+
+    assert calibrate.candidates(64, 64, 1) == [64, 32, 16]  # the memory fit, then balanced halves
+    assert calibrate.candidates(100, 100, 1) == [100, 50, 25]
+    assert calibrate.candidates(64, 64, 4) == [64, 32, 16]
+    assert calibrate.candidates(3, 3, 1) == [3]  # 1 pair runs unbatched (another program): never a candidate
+    assert calibrate.candidates(6, 6, 2) == [6]  # halves below 2 pairs per device
+
+
+def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_it(tiny, tmp_path, monkeypatch):
+    # The probes are stubbed (their timing is the machine's): 3 pairs per chunk "measured" 30% faster than the
+    # memory fit of 6, so auto must choose 3; its runs must be those of --chunk-size 3, bit for bit.
+    from ppo_jax.sweep import calibrate
+
+    probed = []
+
+    def fake_probe(spec, group, size, mesh, how):
+        probed.append(size)
+        return {6: 100.0, 3: 130.0}[size], 0.01
+
+    monkeypatch.setattr(calibrate, "probe", fake_probe)
+    monkeypatch.setattr(calibrate, "MIN_SWEEP_SECONDS", 0.0)
+    monkeypatch.setattr(calibrate, "SHARE", 1.0)
+    auto = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", progress=False)
+    assert probed == [6, 3]
+    fixed = sweep.run(TINY_SPEC, tmp_path / "fixed", chunk_size=3, progress=False)
+    pd.testing.assert_frame_equal(auto, fixed)
+    pd.testing.assert_frame_equal(auto, tiny[1])  # and, chunk sizes of 2 or more agreeing, the 2-pair chunks'
+    plan = json.loads((tmp_path / "auto" / "plan.json").read_text())
+    assert plan["chunk_sizes"] == [3] and plan["calibration"]["0"]["candidates"] == [6, 3]
+    assert plan["calibration"]["0"]["rates"] == [100.0, 130.0] and plan["calibration"]["0"]["chosen"] == 3
+    meta = json.loads((tmp_path / "auto" / "metadata.json").read_text())
+    assert meta["sweep"]["calibration"] == plan["calibration"]
+    # a resumed sweep keeps the choice: nothing is probed again
+    monkeypatch.setattr(calibrate, "probe", lambda *a: pytest.fail("a resumed sweep probed"))
+    again = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", resume=True, progress=False)
+    pd.testing.assert_frame_equal(again, auto)
+    # level rates (within calibrate.MARGIN): the memory fit is kept
+    monkeypatch.setattr(calibrate, "probe", lambda spec, group, size, mesh, how: (100.0 + size / 6, 0.01))
+    plan = sweep.plan_sweep(TINY_SPEC, chunk_size="auto", log=lambda m: None)
+    assert plan.chunk_sizes == [6] and plan.calibration[0].rates == [101.0, 100.5]
+    with pytest.raises(sweep.runner.SpecError, match="--chunk-size must be a positive integer or auto"):
+        sweep.parse_chunk_size("fast")

@@ -1,0 +1,116 @@
+"""``--chunk-size auto``: each shape's chunk size by measured throughput, within the memory bound.
+
+The largest chunk that fits memory is not always the fastest: on a CPU whose caches hold 16 runs'
+working set but not 64, 64 pairs in one program ran ~30% slower than four chunks of 16 (issue 27). For
+the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
+and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
+different program). Each is probed on the group's own first pairs: its segment program
+(``ppo_jax.sweep.segmented``) is compiled, run for one warm-up segment of ``log_every`` updates, then
+timed over further segments for at least ``PROBE_SECONDS``; the probe's results are thrown away, so every
+run of the sweep is the run a fixed ``--chunk-size`` of the chosen value gives. Throughput is pair-updates
+per second (env steps per second up to the steps per update, which a shape's groups share).
+
+A smaller size wins only when more than ``MARGIN`` faster than the memory-fit one.
+
+Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
+groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise
+a smaller candidate is probed only while the seconds spent plus the last probe's cost stay within
+``SHARE`` of that estimate. Every candidate, its rate and the choice go into plan.json and metadata.json.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import NamedTuple
+
+import jax
+import numpy as np
+
+from ppo_jax.sweep.plan import Group, balanced_chunk_size
+from ppo_jax.sweep.program import Shared, prepare_shared_once, stack_pairs
+from ppo_jax.sweep.segmented import _programs
+from ppo_jax.sweep.spec import SweepSpec
+
+MAX_CANDIDATES = 3
+PROBE_SECONDS = 0.5
+MIN_SWEEP_SECONDS = 600.0
+SHARE = 0.05
+MARGIN = 0.05
+"""A smaller chunk is chosen only if it is this much faster than the memory-fit one (else timing noise would
+split level shapes into more chunks for nothing)."""
+
+
+class Calibration(NamedTuple):
+    """A shape's calibration: the candidate sizes, their measured pair-updates per second (None: not probed),
+    the chosen size, the seconds it all took (compiles included) and why it stopped."""
+
+    candidates: list[int]
+    rates: list[float | None]
+    chosen: int
+    seconds: float
+    note: str
+
+    def to_dict(self) -> dict:
+        return self._asdict()
+
+
+def candidates(fit: int, num_pairs: int, devices: int) -> list[int]:
+    """The memory-fit size, then balanced halves (``plan.balanced_chunk_size``) down to 2 pairs per device."""
+    sizes = [fit]
+    while len(sizes) < MAX_CANDIDATES:
+        smaller = balanced_chunk_size(num_pairs, sizes[-1] // 2, devices)
+        if smaller >= sizes[-1] or smaller < 2 * devices:
+            break
+        sizes.append(smaller)
+    return sizes
+
+
+def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> tuple[float, float]:
+    """(pair-updates per second of ``size`` pairs, seconds the probe took with its compiles)."""
+    start = time.perf_counter()
+    task, log_every = spec.task, spec.log_every
+    pairs = group.pairs[:size]
+    cfgs, seeds = [spec.settings[i].cfg for i, _ in pairs], [seed for _, seed in pairs]
+    shared = prepare_shared_once(task, group.cfg, how)
+    init, advance, _ = _programs(task, mesh, how, log_every, log_every)
+    stacked, keys = stack_pairs(cfgs, seeds, size)
+    state = init(stacked, keys, shared)
+    num_updates = task.num_updates(group.cfg)
+    state, metrics = advance(stacked, state, np.int32(0), shared)  # compiles, and warms up
+    jax.block_until_ready(metrics)
+    timed, updates, first = 0.0, 0, log_every
+    while timed < PROBE_SECONDS and first < num_updates:
+        begin = time.perf_counter()
+        state, metrics = advance(stacked, state, np.int32(first), shared)
+        jax.block_until_ready(metrics)
+        timed += time.perf_counter() - begin
+        updates += min(log_every, num_updates - first)
+        first += log_every
+    rate = size * updates / timed if updates else math.nan
+    return rate, time.perf_counter() - start
+
+
+def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: Shared, log) -> Calibration:
+    """The chunk size for the groups of one shape (all sized ``fit`` by memory), probed on the first of them."""
+    group = shape_groups[0]
+    sizes = candidates(fit, len(group.pairs), mesh.size)
+    rates: list[float | None] = [None] * len(sizes)
+    if len(sizes) == 1:
+        return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
+    spent, note = 0.0, "every candidate probed"
+    for i, size in enumerate(sizes):
+        rates[i], cost = probe(spec, group, size, mesh, how)
+        spent += cost
+        log(f"  calibration: {size} pairs per chunk, {rates[i]:,.1f} pair-updates/s (probe {cost:.1f} s)")
+        work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
+        estimate = work / max(r for r in rates if r is not None)
+        if estimate < MIN_SWEEP_SECONDS:
+            note = f"stopped: these groups run about {estimate:.0f} s, under {MIN_SWEEP_SECONDS:.0f} s"
+            break
+        if i + 1 < len(sizes) and spent + cost > SHARE * estimate:
+            note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
+            break
+    fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)
+    chosen = fastest[1] if fastest[0] > (1 + MARGIN) * rates[0] else fit  # level within noise: fewer chunks
+    return Calibration(sizes, rates, chosen, spent, note)
