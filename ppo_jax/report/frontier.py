@@ -73,10 +73,11 @@ def frontier_table(runs: Runs, last_percent: float, min_seeds: int = intervals.M
 
 
 def _axes(fields: list[str]) -> tuple[str | None, str | None]:
-    """(order field, series field): beta orders the points and clip_eps splits the series when swept."""
+    """(order field, series field): beta orders the points; the clip range, the preset or the KL estimator
+    (unique per placement where kl_mode and kl_estimator are zipped) splits the series when swept."""
     order = "beta" if "beta" in fields else next((f for f in fields if f != "preset"), None)
     rest = [f for f in fields if f != order]
-    preferred = [f for f in ("clip_eps", "clip_eps_high", "clip_eps_low", "preset") if f in rest]
+    preferred = [f for f in ("clip_eps", "clip_eps_high", "clip_eps_low", "preset", "kl_estimator") if f in rest]
     series = preferred[0] if preferred else (rest[0] if rest else None)
     return order, series
 
