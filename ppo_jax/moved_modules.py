@@ -23,7 +23,7 @@ MOVED: dict[str, tuple[str, ...]] = {
     "ppo_jax.envs": ("ppo_jax.rl.envs",),
     "ppo_jax.evaluate": ("ppo_jax.rl.evaluate",),
     "ppo_jax.minibatch_sgd": ("ppo_jax.minibatch_epochs",),
-    "ppo_jax.networks": ("ppo_jax.rl.networks", "ppo_jax.initializers"),
+    "ppo_jax.networks": ("ppo_jax.rl.networks", "ppo_jax.rl.build_network", "ppo_jax.initializers"),
     "ppo_jax.normalization": ("ppo_jax.rl.normalization",),
     "ppo_jax.policy_objectives": ("ppo_jax.losses",),
     "ppo_jax.ppo_loss": ("ppo_jax.rl.ppo_loss", "ppo_jax.losses"),

@@ -99,7 +99,7 @@ def test_find_cycle_finds_a_known_cycle():
 
 def test_the_import_graph_reads_function_level_imports():
     graph = import_graph()
-    assert "ppo_jax.rl.envs" in graph["ppo_jax.rl.networks"]  # imported inside make_network
+    assert "ppo_jax.rl.envs" in graph["ppo_jax.rl.build_network"]  # imported inside make_network
     assert "ppo_jax.rl.config" in graph["ppo_jax.rl.task"]
     assert "ppo_jax.initializers" in graph["ppo_jax.lm.gru"]
 

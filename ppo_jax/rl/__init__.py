@@ -9,7 +9,8 @@ Modules, one idea each:
     probe_envs.py    tiny envs with analytic values, for learning tests
     observation_masks.py  partially observed control: velocities hidden from the observation
     networks.py      ActorCritic: one parameter tree, discrete and continuous heads
-    recurrent.py     RecurrentActorCritic: MLP torso, a GRU reset at episode starts, the same heads
+    recurrent.py     RecurrentActorCritic: MLP torso, a GRU or LSTM reset at episode starts, the same heads
+    build_network.py make_network(cfg): the feed-forward or the recurrent actor-critic of a config
     sequences.py     a recurrent policy's update on whole env sequences (minibatches of envs)
     normalization.py running observation statistics and reward scaling
     rollout.py       rollout(runner, ...) -> (runner, Transition[T, B])

@@ -24,9 +24,9 @@ import numpy as np
 from jax import lax
 
 from ppo_jax import distributions
+from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.envs import EnvSpec, env_spec, make_env
-from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd
 from ppo_jax.rl.rollout import first_step, flatten_obs, observe
 

@@ -99,29 +99,3 @@ def heads(module: nn.Module, actor_h: jax.Array, critic_h: jax.Array) -> tuple[P
     else:
         log_std = module.param("log_std", nn.initializers.zeros, (module.action_dim,))
     return (TanhGaussian if module.squash else PolicyDist)(loc, log_std), value
-
-
-def make_network(cfg) -> nn.Module:
-    """The actor-critic of a PPOConfig: its env's action space, cfg's widths, activation and torso; an
-    ``ActorCritic`` or, with ``network: gru|lstm``, a ``ppo_jax.rl.recurrent.RecurrentActorCritic``."""
-    from ppo_jax.rl.envs import (
-        env_spec,
-    )  # gymnax starts a JAX backend: imported on first use (see ppo_jax.task_contract)
-
-    spec = env_spec(cfg)
-    fields = dict(
-        action_dim=spec.action_dim,
-        discrete=spec.discrete,
-        hidden_sizes=tuple(cfg.hidden_sizes),
-        activation=cfg.activation,
-        shared_torso=cfg.shared_torso,
-        squash=cfg.action_dist == "tanh_gaussian",
-        critic_hidden_sizes=tuple(cfg.critic_hidden_sizes),
-        state_dependent_std=cfg.policy_std == "state",
-        kernel_init=cfg.kernel_init,
-    )
-    if cfg.recurrent:
-        from ppo_jax.rl.recurrent import RecurrentActorCritic
-
-        return RecurrentActorCritic(**fields, rnn_hidden_size=cfg.rnn_hidden_size, cell=cfg.network)
-    return ActorCritic(**fields)

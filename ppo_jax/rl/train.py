@@ -27,11 +27,11 @@ from ppo_jax.gae import compute_gae
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rl import brax_envs, sequences
 from ppo_jax.rl.adaptation import adapt, init_coefficients
+from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.config import PPOConfig, validate
 from ppo_jax.rl.envs import env_spec
 from ppo_jax.rl.evaluate import EVAL_EPISODES, evaluation_key
 from ppo_jax.rl.evaluate import evaluate as evaluate_params
-from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
 from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch
 from ppo_jax.rl.ppo_update import update

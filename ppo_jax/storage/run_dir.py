@@ -18,7 +18,7 @@ Layout::
 Read it back with ``load_config``, ``pd.read_csv(DIR / "metrics.csv")`` and
 ``load_params``; ``check_run_dir`` reads every file back first, naming a corrupt one. PPO seed ``i``'s parameters are
 ``jax.tree.map(lambda x: x[i], p["params"])``, usable directly as
-``ppo_jax.rl.networks.make_network(cfg).apply(params_i, obs)``.
+``ppo_jax.rl.build_network.make_network(cfg).apply(params_i, obs)``.
 
 The directory is written while the run goes (``ppo_jax.storage.live_run``:
 config.json first, metrics.csv appended segment by segment, params.msgpack and

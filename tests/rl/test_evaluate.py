@@ -6,10 +6,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.envs import make_env
 from ppo_jax.rl.evaluate import evaluate, play_episodes, random_policy, random_policy_returns
-from ppo_jax.rl.networks import make_network
 from ppo_jax.rl.normalization import RunningMeanStd, init_stats
 
 

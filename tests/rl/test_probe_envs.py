@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ppo_jax import PPOConfig
-from ppo_jax.rl.networks import make_network
+from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.train import train
 
 PROBE = dict(total_timesteps=16_384, num_envs=8, num_steps=16, num_minibatches=2, update_epochs=4, lr=3e-3)
