@@ -70,10 +70,10 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
 
         spec = only_envs(spec, args.envs)
     cache = "auto" if args.cache_dir is None else args.cache_dir
-    args.chunk_size = sweep.parse_chunk_size(args.chunk_size)
+    chunk_size = sweep.parse_chunk_size(args.chunk_size)
     if args.dry_run:
         say(
-            sweep.dry_run(spec, args.out, chunk_size=args.chunk_size, memory_budget=args.memory_budget, cache_dir=cache)
+            sweep.dry_run(spec, args.out, chunk_size=chunk_size, memory_budget=args.memory_budget, cache_dir=cache)
         )
         return 0
     if args.out is None:
@@ -87,7 +87,7 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
             args.out,
             resume=args.resume,
             force=args.force,
-            chunk_size=args.chunk_size,
+            chunk_size=chunk_size,
             memory_budget=args.memory_budget,
             part=args.part,
             cache_dir=cache,

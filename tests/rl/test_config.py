@@ -61,15 +61,22 @@ def test_inert_fields_name_what_the_switches_ignore():
         "target_kl",
         "clip_kl_target",
         "brax_backend",
+        "rnn_hidden_size",  # network mlp has no recurrent layer
     }
     assert "brax_backend" not in PPOConfig(env="brax/hopper").inert_fields()
+    assert "rnn_hidden_size" not in PPOConfig(network="lstm").inert_fields()
     assert "kl_fixed" in inert["kl_beta"]
     assert "kl_beta" not in PPOConfig(objective="kl_fixed").inert_fields()
     kl_adaptive = PPOConfig(objective="kl_adaptive").inert_fields()
     assert "kl_beta" not in kl_adaptive and "kl_target" not in kl_adaptive and "clip_eps" in kl_adaptive
     assert "vf_clip_eps" in PPOConfig(clip_vloss=False).inert_fields()
     everything_on = PPOConfig(
-        objective="dual_clip", normalize_obs=True, normalize_reward=True, early_stop_kl=True, adaptive_clip=True
+        objective="dual_clip",
+        normalize_obs=True,
+        normalize_reward=True,
+        early_stop_kl=True,
+        adaptive_clip=True,
+        network="gru",
     ).inert_fields()
     assert set(everything_on) == {"kl_beta", "kl_target", "brax_backend"}
 
