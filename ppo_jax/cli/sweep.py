@@ -72,9 +72,7 @@ def run_sweep(args: Sweep, argv: list[str]) -> int:
     cache = "auto" if args.cache_dir is None else args.cache_dir
     chunk_size = sweep.parse_chunk_size(args.chunk_size)
     if args.dry_run:
-        say(
-            sweep.dry_run(spec, args.out, chunk_size=chunk_size, memory_budget=args.memory_budget, cache_dir=cache)
-        )
+        say(sweep.dry_run(spec, args.out, chunk_size=chunk_size, memory_budget=args.memory_budget, cache_dir=cache))
         return 0
     if args.out is None:
         raise SpecError("--out DIR is required: the sweep writes its chunks and table there (or use --dry-run).")
