@@ -80,7 +80,11 @@ def _ticks(settings: dict[str, dict], fields: list[str]) -> tuple[list[str], str
 
 
 def _grid_fields(settings: dict[str, dict], fields: list[str]) -> tuple[str, str] | None:
-    """The two numeric fields of a full two-field grid (for a heat map), else None."""
+    """The two numeric fields of a full two-field grid (for a heat map), else None; a field equal to an earlier
+    one in every setting (a zipped twin, e.g. clip_eps_high beside clip_eps_low) does not count."""
+    fields = [
+        f for i, f in enumerate(fields) if not any(all(v[f] == v[g] for v in settings.values()) for g in fields[:i])
+    ]
     if len(fields) != 2 or not all(isinstance(v[f], (int, float)) for v in settings.values() for f in fields):
         return None
     a, b = fields
@@ -282,7 +286,9 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
             row=[runs.settings[s][grid[0]] for s in raw["setting"]],
             col=[runs.settings[s][grid[1]] for s in raw["setting"]],
         )
-        files["figures"] += figures.heatmap(cells, grid[0], grid[1], envs, out, "heatmap")
+        files["figures"] += figures.heatmap(
+            cells, grid[0], grid[1], envs, out, "heatmap", f"final {runs.task.score_label}"
+        )
     elif len(settings) > 1:
         ticks, xlabel = _ticks(runs.settings, runs.setting_fields)
         lines = scored[["env", "setting", "iqm", "low", "high"]]

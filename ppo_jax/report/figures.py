@@ -200,11 +200,22 @@ def profiles(data: dict, taus: np.ndarray, settings: list[str], out: Path, name:
         return save(fig, out, name)
 
 
-def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str], out: Path, name: str) -> list[str]:
-    """Per env, a heat map over a two-field grid: IQM final return in colour, IQM and 95% CI written in each cell.
+def heatmap(
+    cells: pd.DataFrame,
+    row_field: str,
+    col_field: str,
+    envs: list[str],
+    out: Path,
+    name: str,
+    label: str = "final return",
+) -> list[str]:
+    """Per env, a heat map over a two-field grid: the IQM of ``label`` in colour, IQM and 95% CI written in each
+    cell (``tables.fmt``: 3 significant digits; the IQM alone where there is no CI).
 
     ``cells`` has columns env, row, col (the two fields' values), iqm, low, high.
     """
+    from ppo_jax.report.tables import fmt
+
     with plt.rc_context(STYLE):
         fig, axes = panel_grid(len(envs), ncols=2)
         for ax, env in zip(axes, envs, strict=True):
@@ -220,7 +231,8 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
                 ax.text(
                     j,
                     i,
-                    f"{cell['iqm']:.0f}\n[{cell['low']:.0f}, {cell['high']:.0f}]",
+                    fmt(cell["iqm"])
+                    + (f"\n[{fmt(cell['low'])}, {fmt(cell['high'])}]" if np.isfinite(cell["low"]) else ""),
                     ha="center",
                     va="center",
                     fontsize=6,
@@ -230,7 +242,7 @@ def heatmap(cells: pd.DataFrame, row_field: str, col_field: str, envs: list[str]
             ax.set_yticks(range(len(row_values)), [f"{v:g}" for v in row_values])
             ax.set_xlabel(col_field)
             ax.set_ylabel(row_field)
-            ax.set_title(f"{env}: final return (IQM, 95% CI)")
+            ax.set_title(f"{env}: {label} (IQM, 95% CI)")
             fig.colorbar(image, ax=ax, shrink=0.85)
         fig.tight_layout()
         return save(fig, out, name)
