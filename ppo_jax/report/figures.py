@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ppo_jax.report.tables import fmt  # noqa: E402
+
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 PANEL = (3.3, 2.4)
@@ -214,8 +216,6 @@ def heatmap(
 
     ``cells`` has columns env, row, col (the two fields' values), iqm, low, high.
     """
-    from ppo_jax.report.tables import fmt
-
     with plt.rc_context(STYLE):
         fig, axes = panel_grid(len(envs), ncols=2)
         for ax, env in zip(axes, envs, strict=True):

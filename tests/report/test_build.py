@@ -435,3 +435,12 @@ def test_a_report_refuses_to_mix_tasks(inputs, tmp_path):
     with pytest.raises(ReportError, match="one task"):
         make_report([inputs["runs"][0], tmp_path / "rlhf"], tmp_path / "report")
     assert not (tmp_path / "report").exists()
+
+
+def test_a_zipped_twin_field_does_not_stop_the_heat_map():
+    from ppo_jax.report.build import _grid_fields
+
+    grid = {f"lo={e}, hi={e}, ent={c}": {"lo": e, "hi": e, "ent": c} for e in (0.1, 0.2, 0.3) for c in (0.0, 0.01)}
+    assert _grid_fields(grid, ["lo", "hi", "ent"]) == ("lo", "ent")  # hi equals lo in every setting
+    skewed = {**grid, "lo=0.1, hi=0.2, ent=0": {"lo": 0.1, "hi": 0.2, "ent": 0.0}}
+    assert _grid_fields(skewed, ["lo", "hi", "ent"]) is None  # three fields that differ: no two-field grid
