@@ -42,6 +42,17 @@ def env_spec(cfg) -> EnvSpec:
 
 
 @functools.cache
+def has_discrete_actions(name: str) -> bool:
+    """Whether env ``name`` has discrete actions, read off its action space alone: unlike ``make_env`` (whose
+    observation space builds JAX arrays, a compile), this runs no JAX program, so a preset can check it while
+    the command line is still being validated."""
+    if brax_envs.is_brax(name):
+        return False
+    env, params = (PROBE_ENVS[name](), None) if name in PROBE_ENVS else gymnax.make(name)
+    return isinstance(env.action_space(params if params is not None else env.default_params), spaces.Discrete)
+
+
+@functools.cache
 def make_env(name: str, backend: str | None = None, mask_velocity: bool = False) -> EnvSpec:
     """Build environment ``name`` with its default parameters (cached: static per name, backend and mask).
 

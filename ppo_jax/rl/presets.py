@@ -156,7 +156,7 @@ def preset_values(name: str, env: str) -> dict:
     if name not in CHOICES:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(CHOICES)} (the plain defaults).")
     from ppo_jax.rl.config import known_env_names
-    from ppo_jax.rl.envs import make_env  # gymnax: imported on first use (see ppo_jax.task_contract)
+    from ppo_jax.rl.envs import has_discrete_actions  # gymnax: imported on first use (see ppo_jax.task_contract)
 
     if env not in known_env_names():
         raise ConfigError(
@@ -166,7 +166,7 @@ def preset_values(name: str, env: str) -> dict:
     if name == NONE:
         return {}
     if name in ("mujoco", "ppo1"):
-        if not is_brax(env) and make_env(env).discrete:
+        if not is_brax(env) and has_discrete_actions(env):
             raise ConfigError(
                 f"preset {name} is the PPO paper's continuous-control setting; {env} has discrete actions. "
                 "Use it with a continuous task (brax/halfcheetah, Pendulum-v1, ...)."
