@@ -5,8 +5,8 @@ working set but not 64, 64 pairs in one program ran ~30% slower than four chunks
 the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
 and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
 different program). Each is probed on the group's own first pairs: its segment program
-(``ppo_jax.sweep.segmented``) is compiled, run for one warm-up segment of ``log_every`` updates, then
-timed over further segments for at least ``PROBE_SECONDS``; the probe's results are thrown away, so every
+(``ppo_jax.sweep.segmented``, one update per segment) is compiled ahead of time, then run update by update
+until ``PROBE_SECONDS`` have passed (at least one update); the probe's results are thrown away, so every
 run of the sweep is the run a fixed ``--chunk-size`` of the chosen value gives. Throughput is pair-updates
 per second (env steps per second up to the steps per update, which a shape's groups share).
 
@@ -14,13 +14,15 @@ A smaller size wins only when more than ``MARGIN`` faster than the memory-fit on
 
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
 groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise
-a smaller candidate is probed only while the seconds spent plus the last probe's cost stay within
-``SHARE`` of that estimate. Every candidate, its rate and the choice go into plan.json and metadata.json.
+the next, smaller candidate is probed only while the seconds spent plus that probe's predicted cost (the
+last compile, and the last update's time scaled to the smaller size, at least ``PROBE_SECONDS``) stay
+within ``SHARE`` of that estimate. A probe costs its compile and about one update of its pairs, so the
+share is small for runs of hundreds of updates and a sweep of a few dozen updates per run stops early.
+Every candidate, its rate and the choice go into plan.json and metadata.json.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import NamedTuple
 
@@ -66,8 +68,20 @@ def candidates(fit: int, num_pairs: int, devices: int) -> list[int]:
     return sizes
 
 
-def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> tuple[float, float]:
-    """(pair-updates per second of ``size`` pairs, seconds the probe took with its compiles)."""
+class Probe(NamedTuple):
+    """One candidate's probe: pair-updates per second, seconds it took in all, of which compiling."""
+
+    rate: float
+    seconds: float
+    compile_seconds: float
+
+    def predicted_cost(self, next_size: int) -> float:
+        """Seconds a probe of ``next_size`` pairs should take: this compile, and one update at this rate."""
+        return self.compile_seconds + max(PROBE_SECONDS, next_size / self.rate)
+
+
+def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> Probe:
+    """Time ``size`` of the group's first pairs, update by update, for ``PROBE_SECONDS`` (at least one update)."""
     start = time.perf_counter()
     task, log_every = spec.task, spec.log_every
     pairs = group.pairs[:size]
@@ -76,19 +90,18 @@ def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> tuple[
     init, advance, _ = _programs(task, mesh, how, log_every, log_every)
     stacked, keys = stack_pairs(cfgs, seeds, size)
     state = init(stacked, keys, shared)
+    advance = advance.lower(stacked, state, np.int32(0), shared).compile()  # ahead of time: no warm-up update
+    compile_seconds = time.perf_counter() - start
     num_updates = task.num_updates(group.cfg)
-    state, metrics = advance(stacked, state, np.int32(0), shared)  # compiles, and warms up
-    jax.block_until_ready(metrics)
-    timed, updates, first = 0.0, 0, log_every
-    while timed < PROBE_SECONDS and first < num_updates:
+    timed, updates, first = 0.0, 0, 0
+    while (timed < PROBE_SECONDS or not updates) and first < num_updates:
         begin = time.perf_counter()
         state, metrics = advance(stacked, state, np.int32(first), shared)
         jax.block_until_ready(metrics)
         timed += time.perf_counter() - begin
         updates += min(log_every, num_updates - first)
         first += log_every
-    rate = size * updates / timed if updates else math.nan
-    return rate, time.perf_counter() - start
+    return Probe(size * updates / timed, time.perf_counter() - start, compile_seconds)
 
 
 def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: Shared, log) -> Calibration:
@@ -99,16 +112,18 @@ def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: S
     if len(sizes) == 1:
         return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
     spent, note = 0.0, "every candidate probed"
+    work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
     for i, size in enumerate(sizes):
-        rates[i], cost = probe(spec, group, size, mesh, how)
-        spent += cost
-        log(f"  calibration: {size} pairs per chunk, {rates[i]:,.1f} pair-updates/s (probe {cost:.1f} s)")
-        work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
+        measured = probe(spec, group, size, mesh, how)
+        rates[i], spent = measured.rate, spent + measured.seconds
+        log(
+            f"  calibration: {size} pairs per chunk, {measured.rate:,.1f} pair-updates/s (probe {measured.seconds:.1f} s)"
+        )
         estimate = work / max(r for r in rates if r is not None)
         if estimate < MIN_SWEEP_SECONDS:
             note = f"stopped: these groups run about {estimate:.0f} s, under {MIN_SWEEP_SECONDS:.0f} s"
             break
-        if i + 1 < len(sizes) and spent + cost > SHARE * estimate:
+        if i + 1 < len(sizes) and spent + measured.predicted_cost(sizes[i + 1]) > SHARE * estimate:
             note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
             break
     fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)

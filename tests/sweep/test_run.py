@@ -375,6 +375,39 @@ def test_auto_chunk_size_candidates_and_choice_by_hand():
     assert calibrate.candidates(6, 6, 2) == [6]  # halves below 2 pairs per device
 
 
+def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time():
+    # Worked by hand: 64 pairs, probes costing 8 s of compile plus one update (size / rate seconds).
+    from types import SimpleNamespace
+
+    from ppo_jax.sweep import calibrate
+    from ppo_jax.sweep.plan import Group
+
+    rates = {64: 4.0, 32: 5.0, 16: 6.0}
+    group = Group(0, None, {}, tuple((0, seed) for seed in range(64)))
+    mesh = SimpleNamespace(size=1)
+
+    def fake_probe(spec, group, size, mesh, how):
+        return calibrate.Probe(rates[size], 8.0 + size / rates[size], 8.0)
+
+    def run(num_updates):
+        spec = SimpleNamespace(task=SimpleNamespace(num_updates=lambda cfg: num_updates))
+        return calibrate.calibrate(spec, [group], 64, mesh, None, lambda m: None)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(calibrate, "probe", fake_probe)
+        # 40 updates: estimate 64 * 40 / 4 = 640 s, share 32 s; spent 24 + predicted 8 + 32 / 4 = 40 > 32: stop
+        short = run(40)
+        assert short.rates == [4.0, None, None] and short.chosen == 64 and short.seconds == 24.0
+        assert "5% of the estimated 640 s" in short.note
+        # 80 updates: share 64 s, 24 + 16 fits; then estimate 5120 / 5 = 1024 s, share 51.2 s, spent 38.4 + predicted
+        # 8 + 16 / 5 = 49.6 fits; 16 pairs at 6 > 1.05 x 4: chosen
+        long = run(80)
+        assert long.rates == [4.0, 5.0, 6.0] and long.chosen == 16 and long.note == "every candidate probed"
+        # under MIN_SWEEP_SECONDS (here 10 updates: 160 s) only the memory fit is probed
+        tiny = run(10)
+        assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
+
+
 def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_it(tiny, tmp_path, monkeypatch):
     # The probes are stubbed (their timing is the machine's): 3 pairs per chunk "measured" 30% faster than the
     # memory fit of 6, so auto must choose 3; its runs must be those of --chunk-size 3, bit for bit.
@@ -384,11 +417,11 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
 
     def fake_probe(spec, group, size, mesh, how):
         probed.append(size)
-        return {6: 100.0, 3: 130.0}[size], 0.01
+        return calibrate.Probe({6: 100.0, 3: 130.0}[size], 0.01, 0.005)
 
     monkeypatch.setattr(calibrate, "probe", fake_probe)
     monkeypatch.setattr(calibrate, "MIN_SWEEP_SECONDS", 0.0)
-    monkeypatch.setattr(calibrate, "SHARE", 1.0)
+    monkeypatch.setattr(calibrate, "SHARE", 1e9)  # probes free
     auto = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", progress=False)
     assert probed == [6, 3]
     fixed = sweep.run(TINY_SPEC, tmp_path / "fixed", chunk_size=3, progress=False)
@@ -404,7 +437,9 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     again = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", resume=True, progress=False)
     pd.testing.assert_frame_equal(again, auto)
     # level rates (within calibrate.MARGIN): the memory fit is kept
-    monkeypatch.setattr(calibrate, "probe", lambda spec, group, size, mesh, how: (100.0 + size / 6, 0.01))
+    monkeypatch.setattr(
+        calibrate, "probe", lambda spec, group, size, mesh, how: calibrate.Probe(100.0 + size / 6, 0.01, 0.005)
+    )
     plan = sweep.plan_sweep(TINY_SPEC, chunk_size="auto", log=lambda m: None)
     assert plan.chunk_sizes == [6] and plan.calibration[0].rates == [101.0, 100.5]
     with pytest.raises(sweep.runner.SpecError, match="--chunk-size must be a positive integer or auto"):
