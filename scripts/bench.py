@@ -22,6 +22,10 @@ Against a peer, side by side in one process (``scripts/bench_against.py``):
 
     python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl    # CartPole, Pendulum, CartPole-GRU; 1/16/64 seeds
     python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl --envs CartPole-v1 --seeds 1 --repeats 10
+
+``--chunk-size auto`` against fixed chunk sizes, whole sweeps alternated (``scripts/bench_chunks.py``):
+
+    python scripts/bench.py --chunking pendulum64 cartpole64 brax64 --rounds 2
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import time
 from pathlib import Path
 
 import bench_against  # scripts/bench_against.py
+import bench_chunks  # scripts/bench_chunks.py
 import jax
 from jax import lax
 
@@ -178,7 +183,25 @@ def main() -> None:
         default=bench_against.ROW_TIMEOUT,
         help="with --against: seconds per row before it is reported as hung",
     )
+    parser.add_argument(
+        "--chunking",
+        nargs="+",
+        choices=list(bench_chunks.CASES),
+        default=None,
+        help="sweeps of 64 pairs with --chunk-size auto beside fixed sizes, alternated (scripts/bench_chunks.py)",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(bench_chunks.VARIANTS),
+        help="with --chunking: the --chunk-size values (default auto 64 32 16)",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="with --chunking: rounds of every variant")
     args = parser.parse_args()
+    if args.chunking:
+        results = bench_chunks.run(args.chunking, args.variants, args.rounds, args.total_timesteps)
+        write(results, args.out or Path("bench_results/chunking.json"))
+        return
     if args.against:
         if args.peer_path is None:
             parser.error(
