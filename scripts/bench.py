@@ -22,6 +22,7 @@ Against a peer, side by side in one process (``scripts/bench_against.py``):
 
     python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl    # CartPole, Pendulum, CartPole-GRU; 1/16/64 seeds
     python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl --envs CartPole-v1 --seeds 1 --repeats 10
+    python scripts/bench.py --against purejaxrl --peer-path ~/src/purejaxrl --envs CartPole-v1 Pendulum-v1 --seeds 1 --num-envs 2048
 
 ``--chunk-size auto`` against fixed chunk sizes, whole sweeps alternated (``scripts/bench_chunks.py``):
 
@@ -153,7 +154,8 @@ def main() -> None:
         "--total-timesteps",
         type=int,
         default=None,
-        help="env steps per seed (default 100k; with --against: 100k CartPole and CartPole-GRU, 40,960 Pendulum)",
+        help="env steps per seed (default 100k; with --against: 100k CartPole and CartPole-GRU, 40,960 Pendulum, "
+        "scaled with --num-envs)",
     )
     parser.add_argument("--repeats", type=int, default=2, help="timed runs per case; the minimum is reported")
     parser.add_argument(
@@ -177,6 +179,13 @@ def main() -> None:
         help="with --against: the rows (default all: CartPole, Pendulum, and CartPole-GRU, recurrent, vs ppo_rnn.py)",
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 16, 64], help="with --against: seed counts")
+    parser.add_argument(
+        "--num-envs",
+        type=int,
+        default=None,
+        help="with --against: every row's env count, on both sides (default: the row's own, CartPole 4, Pendulum 8); "
+        "the default steps per seed scale with it, so each row keeps its number of updates",
+    )
     parser.add_argument(
         "--row-timeout",
         type=float,
@@ -207,8 +216,10 @@ def main() -> None:
             parser.error(
                 "--against needs --peer-path, a local checkout (git clone https://github.com/luchris429/purejaxrl)"
             )
+        if args.num_envs is not None and args.num_envs < 1:
+            parser.error(f"--num-envs must be a positive integer, got {args.num_envs}")
         rows = bench_against.run(
-            args.peer_path, args.envs, args.seeds, args.total_timesteps, args.repeats, args.row_timeout
+            args.peer_path, args.envs, args.seeds, args.total_timesteps, args.repeats, args.row_timeout, args.num_envs
         )
         write(rows, args.out or Path(f"bench_results/against_{args.against}.json"))
         return

@@ -21,6 +21,9 @@ annealed, observation and reward normalization). Ours keeps every default
 exact KL after each update); PureJaxRL treats a time limit as termination and
 reports no loss metrics.
 
+``--num-envs N`` (``bench.py``) sets every row's env count on both sides, all else equal; the default
+steps per seed then scale with it, so a row keeps its number of updates (and its learning-rate schedule).
+
 The recurrent row, ``CartPole-GRU``: PureJaxRL's ``ppo_rnn.py`` (CartPole-v1, its ``__main__`` config: the ppo.py
 schedule above; Dense 128 relu, a GRU of 128 shared by actor and critic, then a Dense 128 relu layer in each
 head) beside ours with ``network: gru``, ``shared_torso``, ``hidden_sizes (128,)``, relu, ``rnn_hidden_size 128``
@@ -78,21 +81,39 @@ _PENDULUM = {
 _COMMON = {"GAMMA": 0.99, "GAE_LAMBDA": 0.95, "CLIP_EPS": 0.2, "VF_COEF": 0.5, "MAX_GRAD_NORM": 0.5, "DEBUG": False}
 
 
-def peer_config(row: str, total_timesteps: int) -> dict:
-    """PureJaxRL's config dict for ``row`` (an env, or CartPole-GRU)."""
+def default_num_envs(row: str) -> int:
+    """The row's own env count (PureJaxRL's script's: CartPole 4, Pendulum 8)."""
+    return (_PENDULUM if row == "Pendulum-v1" else _CARTPOLE)["NUM_ENVS"]
+
+
+def default_steps(row: str, num_envs: int | None = None) -> int:
+    """Env steps per seed: ``DEFAULT_STEPS``, scaled to ``num_envs`` envs so the row keeps its number of updates."""
+    return DEFAULT_STEPS[row] * (num_envs or default_num_envs(row)) // default_num_envs(row)
+
+
+def peer_config(row: str, total_timesteps: int, num_envs: int | None = None) -> dict:
+    """PureJaxRL's config dict for ``row`` (an env, or CartPole-GRU), at ``num_envs`` envs (default: the row's)."""
     base = _PENDULUM if row == "Pendulum-v1" else _CARTPOLE
     env = "CartPole-v1" if row == "CartPole-GRU" else row
-    return {**_COMMON, **base, "ENV_NAME": env, "TOTAL_TIMESTEPS": total_timesteps}
+    return {
+        **_COMMON,
+        **base,
+        "ENV_NAME": env,
+        "TOTAL_TIMESTEPS": total_timesteps,
+        "NUM_ENVS": num_envs or base["NUM_ENVS"],
+    }
 
 
-def our_config(env: str, total_timesteps: int) -> PPOConfig:
-    """The PPOConfig doing the same work as ``peer_config(env, ...)``."""
+def our_config(env: str, total_timesteps: int, num_envs: int | None = None) -> PPOConfig:
+    """The PPOConfig doing the same work as ``peer_config(env, total_timesteps, num_envs)``."""
+    num_envs = num_envs or default_num_envs(env)
     if env == "CartPole-v1":
-        return PPOConfig(env=env, total_timesteps=total_timesteps)
+        return PPOConfig(env=env, total_timesteps=total_timesteps, num_envs=num_envs)
     if env == "CartPole-GRU":
         return PPOConfig(
             env="CartPole-v1",
             total_timesteps=total_timesteps,
+            num_envs=num_envs,
             network="gru",
             shared_torso=True,
             hidden_sizes=(128,),
@@ -102,7 +123,7 @@ def our_config(env: str, total_timesteps: int) -> PPOConfig:
     return PPOConfig(
         env=env,
         total_timesteps=total_timesteps,
-        num_envs=8,
+        num_envs=num_envs,
         num_steps=256,
         num_minibatches=32,
         update_epochs=10,
@@ -152,13 +173,15 @@ def _time(compiled, *args) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
+def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: int, num_envs: int) -> dict:
     """One row of the table: both sides compiled, then run alternately ``repeats`` times each."""
-    cfg = our_config(env, total_timesteps)
+    cfg = our_config(env, total_timesteps, num_envs)
     keys = jax.random.split(jax.random.key(0), seeds)
     peer_keys = jax.random.split(jax.random.PRNGKey(0), seeds)
     ours = vmap_runs(train, in_axes=(None, 0))  # as ppo-jax train runs its seeds: one seed unbatched
-    peer = vmap_runs(peer_module.make_train(peer_config(env, total_timesteps)), in_axes=(0,))  # 1 seed: as its __main__
+    peer = vmap_runs(
+        peer_module.make_train(peer_config(env, total_timesteps, num_envs)), in_axes=(0,)
+    )  # 1 seed: as its __main__
     compiled, compile_s = compile_both({"ours": (ours, cfg, keys), "peer": (peer, peer_keys)})
     ours_compile, peer_compile = compile_s["ours"], compile_s["peer"]
     sides = {"ours": (compiled["ours"], (cfg, keys)), "peer": (compiled["peer"], (peer_keys,))}
@@ -168,7 +191,14 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
             seconds, outs[side] = _time(sides[side][0], *sides[side][1])
             times[side].append(seconds)
     env_steps = seeds * cfg.num_updates * cfg.batch_size
-    row = {"env": env, "seeds": seeds, "env_steps_per_seed": cfg.num_updates * cfg.batch_size}
+    row = {
+        "env": env,
+        "seeds": seeds,
+        "num_envs": cfg.num_envs,
+        "num_steps": cfg.num_steps,
+        "num_updates": cfg.num_updates,
+        "env_steps_per_seed": cfg.num_updates * cfg.batch_size,
+    }
     for side, compile_s, final in (
         ("ours", ours_compile, _final_return_ours(outs["ours"], cfg.num_updates)),
         ("peer", peer_compile, _final_return_peer(outs["peer"], cfg.num_updates)),
@@ -187,9 +217,9 @@ def compare(peer_module, env: str, seeds: int, total_timesteps: int, repeats: in
     return row
 
 
-def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
+def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int, num_envs: int) -> dict:
     """Ours alone, ``repeats`` timed runs after one compile: the run seconds and env steps/s (from the min)."""
-    cfg = our_config(env, total_timesteps)
+    cfg = our_config(env, total_timesteps, num_envs)
     keys = jax.random.split(jax.random.key(0), seeds)
     compiled = jax.jit(vmap_runs(train, in_axes=(None, 0))).lower(cfg, keys).compile()
     times = [_time(compiled, cfg, keys)[0] for _ in range(repeats)]
@@ -201,7 +231,7 @@ def time_ours(env: str, seeds: int, total_timesteps: int, repeats: int) -> dict:
 
 
 HEADER = (
-    f"{'env':<12} {'seeds':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
+    f"{'env':<12} {'seeds':>5} {'envs':>5} {'steps/seed':>10} | {'ours steps/s':>12} {'peer steps/s':>12} {'x (min)':>7} "
     f"{'x (med)':>7} | {'ours comp s':>11} {'peer comp s':>11} | {'ours return':>11} {'peer return':>11}"
 )
 
@@ -217,16 +247,17 @@ def _without_flag_line(row: dict) -> str:
         text = f"{alone['env_steps_per_s']:,} env steps/s"
         if "speedup_without_flag" in row:
             text += f", {row['speedup_without_flag']:.2f}x the peer's min (not alternated)"
-    return f"\n{'':<12} {'':>5} {'':>10} | ours alone without the flag: {text}"
+    return f"\n{'':<12} {'':>5} {'':>5} {'':>10} | ours alone without the flag: {text}"
 
 
 def format_row(row: dict) -> str:
     alone = _without_flag_line(row)
     if row.get("status", "ok") != "ok":
-        return f"{row['env']:<12} {row['seeds']:>5} {'':>10} | {row['status']}" + alone
+        return f"{row['env']:<12} {row['seeds']:>5} {row['num_envs']:>5} {'':>10} | {row['status']}" + alone
     o, p = row["ours"], row["peer"]
     return (
-        f"{row['env']:<12} {row['seeds']:>5} {row['env_steps_per_seed']:>10,} | {o['env_steps_per_s']:>12,} "
+        f"{row['env']:<12} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} | "
+        f"{o['env_steps_per_s']:>12,} "
         f"{p['env_steps_per_s']:>12,} {row['speedup_min']:>7.2f} {row['speedup_median']:>7.2f} | "
         f"{o['compile_s']:>11.1f} {p['compile_s']:>11.1f} | {o['final_return']:>11.1f} {p['final_return']:>11.1f}"
         + alone
@@ -234,21 +265,29 @@ def format_row(row: dict) -> str:
 
 
 def run(
-    peer_path, envs, seed_counts, total_timesteps: int | None, repeats: int, row_timeout: float = ROW_TIMEOUT
+    peer_path,
+    envs,
+    seed_counts,
+    total_timesteps: int | None,
+    repeats: int,
+    row_timeout: float = ROW_TIMEOUT,
+    num_envs: int | None = None,
 ) -> list[dict]:
-    """Every (env, seeds) row, each in a fresh process (``run_row``), printed as it finishes."""
+    """Every (env, seeds) row, each in a fresh process (``run_row``), printed as it finishes; ``num_envs``
+    (default: each row's own) on both sides."""
     rows = []
     print(HEADER)
     print("-" * len(HEADER))
     for env in envs:
         for seeds in seed_counts:
-            row = run_row(peer_path, env, seeds, total_timesteps or DEFAULT_STEPS[env], repeats, row_timeout)
+            steps = total_timesteps or default_steps(env, num_envs)
+            row = run_row(peer_path, env, seeds, steps, repeats, row_timeout, num_envs or default_num_envs(env))
             rows.append(row)
             print(format_row(row), flush=True)
     return rows
 
 
-def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int, timeout: float) -> dict:
+def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int, timeout: float, num_envs: int) -> dict:
     """One row, ``compare`` in a child process with a time limit.
 
     Under ``vmap`` PureJaxRL's orthogonal init is a batched LAPACK QR, which hangs XLA's CPU
@@ -266,10 +305,11 @@ def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int,
     flags = own_flags
     if seeds > 1 and SCHEDULER_FLAG not in flags:
         flags = f"{flags} {SCHEDULER_FLAG}".strip()
-    row = {"env": env, "seeds": seeds, "xla_flags": flags}
-    row.update(_child(["pair", peer_path, env, seeds, total_timesteps, repeats], flags, timeout))
+    row = {"env": env, "seeds": seeds, "num_envs": num_envs, "xla_flags": flags}
+    work = [peer_path, env, seeds, total_timesteps, repeats, num_envs]
+    row.update(_child(["pair", *work], flags, timeout))
     if flags != own_flags:
-        alone = _child(["ours", peer_path, env, seeds, total_timesteps, repeats], own_flags, timeout)
+        alone = _child(["ours", *work], own_flags, timeout)
         row["ours_without_flag"] = {**alone, "xla_flags": own_flags}
         if alone["status"] == "ok" and row["status"] == "ok":
             row["speedup_without_flag"] = round(row["peer"]["run_s_min"] / alone["run_s_min"], 3)
@@ -290,12 +330,15 @@ def _child(args: list, flags: str, timeout: float) -> dict:
         return {**json.loads(out.read_text()), "status": "ok"}
 
 
-if __name__ == "__main__":  # a child of run_row: pair|ours PEER_PATH ENV SEEDS TOTAL_TIMESTEPS REPEATS OUT.json
+if (
+    __name__ == "__main__"
+):  # a child of run_row: pair|ours PEER_PATH ENV SEEDS TOTAL_TIMESTEPS REPEATS NUM_ENVS OUT.json
     from purejaxrl_peer import load  # scripts/ is sys.path[0] here
 
-    mode, peer_path, env, seeds, total_timesteps, repeats, out = sys.argv[1:]
+    mode, peer_path, env, *work, out = sys.argv[1:]
+    seeds, total_timesteps, repeats, num_envs = map(int, work)
     if mode == "pair":
-        result = compare(load(Path(peer_path), PEER_SCRIPTS[env]), env, int(seeds), int(total_timesteps), int(repeats))
+        result = compare(load(Path(peer_path), PEER_SCRIPTS[env]), env, seeds, total_timesteps, repeats, num_envs)
     else:
-        result = time_ours(env, int(seeds), int(total_timesteps), int(repeats))
+        result = time_ours(env, seeds, total_timesteps, repeats, num_envs)
     Path(out).write_text(json.dumps(result))

@@ -152,7 +152,9 @@ def make_brax_env(name: str, backend: str = DEFAULT_BACKEND) -> BraxEnv:
     # files trigger deprecation warnings that are none of the user's business: keep them in Python's log.
     mujoco.set_mju_user_warning(lambda message: logging.getLogger(__name__).debug("MuJoCo: %s", message))
     try:
-        with warnings.catch_warnings():
+        # Cached: its arrays must be concrete even when the first call is inside a trace (jit(init)), or they
+        # would leak as tracers into every later use.
+        with warnings.catch_warnings(), jax.ensure_compile_time_eval():
             warnings.filterwarnings("ignore", message="Brax System, piplines and environments are not actively")
             env = envs.get_environment(task, backend=backend)
     except ValueError as error:  # e.g. swimmer: only the generalized pipeline

@@ -146,3 +146,17 @@ def test_mjx_on_the_cpu_warns_about_the_scheduler_hang(monkeypatch, spec):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check(PPOConfig(env=ENV, brax_backend="mjx"))
+
+
+def test_an_env_first_built_inside_jit_is_usable_after_it():
+    # make_brax_env is cached: built first inside a trace, its arrays must not be that trace's tracers
+    # (they were, and the next use raised UnexpectedTracerError).
+    from ppo_jax.rl.brax_envs import make_brax_env
+
+    make_brax_env.cache_clear()
+    try:
+        inside = jax.jit(lambda key: make_brax_env(ENV).reset(key, BraxParams())[0])(jax.random.key(0))
+        after = jax.jit(lambda key: make_brax_env(ENV).reset(key, BraxParams())[0])(jax.random.key(0))
+        np.testing.assert_array_equal(inside, after)
+    finally:
+        make_brax_env.cache_clear()  # the other tests' env, built anew outside any trace
