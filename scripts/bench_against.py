@@ -26,8 +26,8 @@ steps per seed then scale with it, so a row keeps its number of updates (and its
 
 The recurrent row, ``CartPole-GRU``: PureJaxRL's ``ppo_rnn.py`` (CartPole-v1, its ``__main__`` config: the ppo.py
 schedule above; Dense 128 relu, a GRU of 128 shared by actor and critic, then a Dense 128 relu layer in each
-head) beside ours with ``network: gru``, ``shared_torso``, ``hidden_sizes (128,)``, relu, ``rnn_hidden_size 128``
-(the heads read the GRU directly: ours has two 128x128 layers fewer per step). Both reset the GRU state at every
+head) beside ours with ``network: gru``, ``shared_torso``, ``hidden_sizes (128,)``, relu, ``rnn_hidden_size 128``,
+``head_hidden_sizes (128,)``: the same layers (our hidden kernels' orthogonal gain is sqrt 2, the peer's heads' 2). Both reset the GRU state at every
 episode start and update on whole env sequences; ours also bootstraps truncations with V(final observation).
 """
 
@@ -119,6 +119,7 @@ def our_config(env: str, total_timesteps: int, num_envs: int | None = None) -> P
             hidden_sizes=(128,),
             activation="relu",
             rnn_hidden_size=128,
+            head_hidden_sizes=(128,),
         )
     return PPOConfig(
         env=env,

@@ -27,6 +27,7 @@ def make_network(cfg) -> nn.Module:
         critic_hidden_sizes=tuple(cfg.critic_hidden_sizes),
         state_dependent_std=cfg.policy_std == "state",
         kernel_init=cfg.kernel_init,
+        head_hidden_sizes=tuple(cfg.head_hidden_sizes),
     )
     if cfg.recurrent:
         return RecurrentActorCritic(**fields, rnn_hidden_size=cfg.rnn_hidden_size, cell=cfg.network)

@@ -72,6 +72,8 @@ class PPOConfig(ConfigBase):
     """Actor and critic share their hidden layers (default: two separate MLPs)."""
     critic_hidden_sizes: tuple[int, ...] = static(())
     """Widths of the critic's hidden layers when they differ from the actor's (empty: hidden_sizes)."""
+    head_hidden_sizes: tuple[int, ...] = static(())
+    """Widths of hidden layers each head (policy, value) has of its own after the torso, and after the recurrent layer with network gru/lstm (empty: linear heads; PureJaxRL's ppo_rnn.py: (128,) after a shared torso)."""
     action_dist: ActionDist = static("gaussian")
     """Continuous actions: gaussian (PPO paper; clipped at the env, stored unclipped) or tanh_gaussian (Brax PPO; tanh-squashed onto the bounds)."""
     policy_std: PolicyStd = static("parameter")
@@ -289,6 +291,13 @@ def validate(cfg: PPOConfig) -> PPOConfig:
         raise ConfigError(
             f"critic_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
             f"got {_widths(cfg.critic_hidden_sizes)}."
+        )
+    if not isinstance(cfg.head_hidden_sizes, tuple) or any(
+        not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in cfg.head_hidden_sizes
+    ):
+        raise ConfigError(
+            f"head_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
+            f"got {_widths(cfg.head_hidden_sizes)}."
         )
     if cfg.shared_torso and cfg.critic_hidden_sizes:
         raise ConfigError(

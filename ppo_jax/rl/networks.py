@@ -58,7 +58,8 @@ class ActorCritic(nn.Module):
     The log-std is ``[A]`` (a parameter) or, with ``state_dependent_std``, ``[..., A]``.
 
     ``critic_hidden_sizes`` (empty: the same as ``hidden_sizes``) lets the critic be
-    wider or deeper than the actor, as in Brax PPO (4x32 policy, 5x256 value).
+    wider or deeper than the actor, as in Brax PPO (4x32 policy, 5x256 value);
+    ``head_hidden_sizes`` gives each head hidden layers of its own after the torso.
     """
 
     action_dim: int
@@ -70,6 +71,7 @@ class ActorCritic(nn.Module):
     critic_hidden_sizes: Sequence[int] = ()
     state_dependent_std: bool = False
     kernel_init: str = "orthogonal"
+    head_hidden_sizes: Sequence[int] = ()
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[PolicyDist | TanhGaussian, jax.Array]:
@@ -84,7 +86,11 @@ class ActorCritic(nn.Module):
 
 def heads(module: nn.Module, actor_h: jax.Array, critic_h: jax.Array) -> tuple[PolicyDist | TanhGaussian, jax.Array]:
     """The policy and value heads of ``module`` (an actor-critic, inside its compact ``__call__``) on the actor's
-    and critic's features ``[..., F]``: (distribution with loc ``[..., A]``, value ``[...]``)."""
+    and critic's features ``[..., F]``, each through its own ``head_hidden_sizes`` layers first: (distribution
+    with loc ``[..., A]``, value ``[...]``)."""
+    if module.head_hidden_sizes:
+        own = (module.head_hidden_sizes, module.activation, module.kernel_init)
+        actor_h, critic_h = MLP(*own, name="policy_head_torso")(actor_h), MLP(*own, name="value_head_torso")(critic_h)
     std_outputs = module.action_dim if module.state_dependent_std and not module.discrete else 0
     head = nn.Dense(
         module.action_dim + std_outputs, kernel_init=kernel_initializer(module.kernel_init, 0.01), name="policy_head"

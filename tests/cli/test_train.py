@@ -246,6 +246,7 @@ def test_bad_flags_exit_with_a_clear_message(args, expected, tmp_path):
         (["--preset", "atari", "--env", "Pendulum-v1"], ["unknown preset 'atari'", "mujoco, ppo1, brax"]),
         (["--action-dist", "tanh_gaussian"], ["action_dist tanh_gaussian", "CartPole-v1 has discrete ones"]),
         (["--shared-torso", "--critic-hidden-sizes", "8"], ["critic_hidden_sizes", "excludes shared_torso"]),
+        (["--head-hidden-sizes", "0"], ["head_hidden_sizes must be positive integers", "got (0)"]),
     ],
 )
 def test_bad_envs_presets_and_distributions_are_refused_before_compiling(args, expected, tmp_path, capsys):

@@ -92,3 +92,25 @@ def test_vmapped_train_holds_no_batched_qr():
     keys = jax.random.split(jax.random.key(0), 4)
     text = jax.jit(jax.vmap(train, in_axes=(None, 0))).lower(cfg, keys).as_text()
     assert not _has_lapack_qr(text)
+
+
+def test_head_hidden_layers_sit_between_the_shared_torso_and_each_head():
+    # PureJaxRL ppo_rnn.py's shape: a shared torso, then a relu layer of each head's own, then the output layer.
+    net = ActorCritic(
+        action_dim=2, discrete=True, hidden_sizes=(6,), activation="relu", shared_torso=True, head_hidden_sizes=(5,)
+    )
+    params = net.init(jax.random.key(0), jnp.zeros((3,)))
+    p = jax.tree.map(np.asarray, params["params"])
+    assert set(p) == {"torso", "policy_head_torso", "value_head_torso", "policy_head", "value_head"}
+    obs = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+
+    def dense(x, layer):
+        return x @ layer["kernel"] + layer["bias"]
+
+    torso = np.maximum(dense(obs, p["torso"]["Dense_0"]), 0)
+    logits = dense(np.maximum(dense(torso, p["policy_head_torso"]["Dense_0"]), 0), p["policy_head"])
+    value = dense(np.maximum(dense(torso, p["value_head_torso"]["Dense_0"]), 0), p["value_head"])[:, 0]
+    dist, v = net.apply(params, obs)
+    np.testing.assert_allclose(dist.loc, logits, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(v, value, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(p["policy_head_torso"]["Dense_0"]["kernel"], p["value_head_torso"]["Dense_0"]["kernel"])
