@@ -285,20 +285,12 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             f"hidden_sizes must be one or more positive integers (at most {MAX_INT32}), "
             f"got {_widths(cfg.hidden_sizes)}."
         )
-    if not isinstance(cfg.critic_hidden_sizes, tuple) or any(
-        not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in cfg.critic_hidden_sizes
-    ):
-        raise ConfigError(
-            f"critic_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
-            f"got {_widths(cfg.critic_hidden_sizes)}."
-        )
-    if not isinstance(cfg.head_hidden_sizes, tuple) or any(
-        not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in cfg.head_hidden_sizes
-    ):
-        raise ConfigError(
-            f"head_hidden_sizes must be positive integers (at most {MAX_INT32}) or empty, "
-            f"got {_widths(cfg.head_hidden_sizes)}."
-        )
+    for name in ("critic_hidden_sizes", "head_hidden_sizes"):  # may be empty
+        sizes = getattr(cfg, name)
+        if not isinstance(sizes, tuple) or any(
+            not isinstance(h, int) or isinstance(h, bool) or not 0 < h <= MAX_INT32 for h in sizes
+        ):
+            raise ConfigError(f"{name} must be positive integers (at most {MAX_INT32}) or empty, got {_widths(sizes)}.")
     if cfg.shared_torso and cfg.critic_hidden_sizes:
         raise ConfigError(
             "critic_hidden_sizes gives the critic its own torso: it excludes shared_torso. Drop one of them."
