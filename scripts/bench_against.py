@@ -251,8 +251,8 @@ def _without_flag_line(row: dict) -> str:
     return f"\n{'':<12} {'':>5} {'':>5} {'':>10} | ours alone without the flag: {text}"
 
 
-def format_row(row: dict) -> str:
-    alone = _without_flag_line(row)
+def format_row(row: dict, with_alone: bool = True) -> str:
+    alone = _without_flag_line(row) if with_alone else ""
     if row.get("status", "ok") != "ok":
         return f"{row['env']:<12} {row['seeds']:>5} {row['num_envs']:>5} {'':>10} | {row['status']}" + alone
     o, p = row["ours"], row["peer"]
@@ -282,14 +282,34 @@ def run(
     for env in envs:
         for seeds in seed_counts:
             steps = total_timesteps or default_steps(env, num_envs)
-            row = run_row(peer_path, env, seeds, steps, repeats, row_timeout, num_envs or default_num_envs(env))
+            row = run_row(
+                peer_path,
+                env,
+                seeds,
+                steps,
+                repeats,
+                row_timeout,
+                num_envs or default_num_envs(env),
+                on_pair=lambda pair: print(format_row(pair, with_alone=False), flush=True),
+            )
             rows.append(row)
-            print(format_row(row), flush=True)
+            if _without_flag_line(row):
+                print(_without_flag_line(row).lstrip("\n"), flush=True)
     return rows
 
 
-def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int, timeout: float, num_envs: int) -> dict:
-    """One row, ``compare`` in a child process with a time limit.
+def run_row(
+    peer_path,
+    env: str,
+    seeds: int,
+    total_timesteps: int,
+    repeats: int,
+    timeout: float,
+    num_envs: int,
+    on_pair=lambda row: None,
+) -> dict:
+    """One row, ``compare`` in a child process with a time limit; ``on_pair(row)`` is called once the
+    alternated pair is timed, before the extra timing below (which can take as long again).
 
     Under ``vmap`` PureJaxRL's orthogonal init is a batched LAPACK QR, which hangs XLA's CPU
     runtime (idle CPU, forever) at 16 seeds on Pendulum and 64 on CartPole on a 2-core VM unless
@@ -309,6 +329,7 @@ def run_row(peer_path, env: str, seeds: int, total_timesteps: int, repeats: int,
     row = {"env": env, "seeds": seeds, "num_envs": num_envs, "xla_flags": flags}
     work = [peer_path, env, seeds, total_timesteps, repeats, num_envs]
     row.update(_child(["pair", *work], flags, timeout))
+    on_pair(row)
     if flags != own_flags:
         alone = _child(["ours", *work], own_flags, timeout)
         row["ours_without_flag"] = {**alone, "xla_flags": own_flags}
