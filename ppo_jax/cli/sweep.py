@@ -36,7 +36,7 @@ class Sweep:
     force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Replace an existing sweep or run directory at --out (the old one is deleted once the new sweep is complete)."""
     dry_run: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
-    """Print what would run (runs, programs, chunks, memory per device) and exit; with --chunk-size (or a sweep directory's plan) nothing compiles, else one program per distinct shape compiles to read its memory estimate (groups that differ only in branch fields, e.g. objective, share it), with the time the rest will take."""
+    """Print what would run and exit: runs, programs and env steps at once, without compiling; then the chunks and memory per device: with --chunk-size (or a sweep directory's plan) nothing compiles, else one program per distinct shape compiles to read its memory estimate (groups that differ only in branch fields, e.g. objective, share it), with the time the rest will take."""
     checkpoint_every: Annotated[str | None, tyro.conf.arg(metavar="N|P%")] = None
     """Run each chunk in segments and checkpoint it every N updates or P% of them into --out/checkpoints/, so --resume after a kill loses at most a segment, not a chunk."""
     chunk_size: Annotated[str | None, tyro.conf.arg(metavar="N|auto")] = None

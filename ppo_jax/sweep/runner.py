@@ -180,13 +180,12 @@ def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
 
 
 def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="auto", log=_say) -> str:
-    """What ``run`` would do, as text: runs, programs, chunks, memory per device, progress in ``out``.
+    """What ``run`` would do: runs, programs and env steps logged at once, then chunks and memory per device as text.
 
-    Compiles nothing when the chunk sizes are known (``chunk_size`` given, or the
-    directory's plan): the memory per device is then not estimated. Otherwise it
-    compiles one program per distinct shape (as the sweep would, into the compilation
-    cache, which the run then loads) to read XLA's memory estimate, and says so
-    first. Writes nothing but the compilation cache.
+    The first part (``log``) needs no compile. The chunk sizes then come from ``chunk_size`` or the
+    directory's plan without compiling (the memory per device is then not estimated), else from one
+    program per distinct shape compiled (as the sweep would, into the compilation cache, which the run
+    then loads) to read XLA's memory estimate, after saying how many. Writes nothing but the cache.
     """
     spec, stored, state = load_spec(spec), None, ""
     if out is not None:
@@ -197,42 +196,43 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         else:
             sweep_dir.check_out(out, spec, resume=False, force=False, joining=False)
             state = f"{out}: a new sweep directory"
+    groups, task = group_pairs(spec), spec.task
+    runs = len(spec.settings) * len(spec.seeds)
+    steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
+    shapes = len({shape_key(g.cfg, len(g.pairs)) for g in groups})
+    budget = parse_bytes(memory_budget) if isinstance(memory_budget, str) else memory_budget
+    unit = "env steps" if task.env_field else "sequences"
+    log(
+        "\n".join(
+            [
+                f"sweep {spec.name} (task {task.name}): {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x "
+                f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
+                f"axes: {', '.join(spec.axes) or '(none)'}; log every {spec.log_every} update(s)",
+                f"devices: {jax.device_count()} x {jax.devices()[0].platform}; memory budget "
+                f"{format_bytes(budget or default_memory_budget())} per device",
+                f"{len(groups)} program(s) (settings that share their static fields), {shapes} distinct shape(s):",
+                *(f"  group {g.index}: {describe_group(g, spec)}: {len(g.pairs)} pairs" for g in groups),
+            ]
+        )
+    )
     if chunk_size == AUTO:  # probes take seconds to minutes: the dry run plans by memory and says so
         log("--chunk-size auto: the run calibrates the chunk sizes by probes; planned here by memory alone")
         chunk_size = None
-    sized = chunk_size is not None or bool(stored and stored.get("chunk_sizes"))
-    if not sized:
-        groups = group_pairs(spec)
-        shapes = len({shape_key(g.cfg, len(g.pairs)) for g in groups})
+    if chunk_size is None and not (stored and stored.get("chunk_sizes")):
         log(
-            f"compiling {shapes} program(s), one per distinct shape of the {len(groups)} group(s), to read their "
-            "memory estimates (seconds to a minute each; cached for the run); give --chunk-size to plan without "
-            "compiling"
+            f"compiling {shapes} program(s), one per distinct shape, to read their memory estimates (seconds to "
+            "a minute each; cached for the run); give --chunk-size to plan without compiling"
         )
     with compilation_cache(cache_dir):
         sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
-        mesh = device_mesh()
         programs = [sweep_plan.programs.get(g.index) for g in sweep_plan.groups]
-    runs = len(spec.settings) * len(spec.seeds)
-    task = spec.task
-    steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
-    unit = "env steps" if task.env_field else "sequences"
-    lines = [
-        f"sweep {spec.name} (task {task.name}): {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x "
-        f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
-        f"axes: {', '.join(spec.axes) or '(none)'}; log every {spec.log_every} update(s)",
-        f"devices: {mesh.size} x {jax.devices()[0].platform}; memory budget {format_bytes(sweep_plan.budget)} per device",
-        f"{len(sweep_plan.groups)} program(s), {len(sweep_plan.chunks)} chunk(s):",
-    ]
+    lines = [f"{len(sweep_plan.chunks)} chunk(s):"]
     estimated = {shape_key(g.cfg, len(g.pairs)): p for g, p in zip(sweep_plan.groups, programs, strict=True) if p}
     for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs, strict=True):
         count = sum(c.group == g.index for c in sweep_plan.chunks)
         program = program or estimated.get(shape_key(g.cfg, len(g.pairs)))
         memory = "memory not estimated (nothing compiled)" if program is None else f"~{format_bytes(program.memory)}"
-        lines.append(
-            f"  group {g.index}: {describe_group(g, spec)}: {len(g.pairs)} pairs in {count} chunk(s) of {size}, "
-            f"{memory} per device"
-        )
+        lines.append(f"  group {g.index}: {count} chunk(s) of {size}, {memory} per device")
     return "\n".join(lines + ([state] if state else []) + ["nothing was run (dry run)"])
 
 

@@ -217,9 +217,23 @@ def test_in_memory_sweep_and_dry_run(tiny, capsys):
     pd.testing.assert_frame_equal(table, tiny[1])
     assert main(["sweep", str(TINY_SPEC), "--dry-run", "--chunk-size", "2", "--out", str(tiny[0])]) == 0
     text = capsys.readouterr().out
-    assert "6 runs" in text and "1 program(s), 3 chunk(s)" in text
+    assert "6 runs" in text and "1 program(s)" in text and "3 chunk(s)" in text
     assert "memory not estimated (nothing compiled) per device" in text  # the chunk sizes are known: no compile
     assert "3 of 3 chunks done" in text and "nothing was run" in text
+
+
+def test_dry_run_says_runs_programs_and_steps_before_it_compiles(monkeypatch):
+    from ppo_jax.sweep import runner
+
+    lines = []
+    real = runner.fit_program
+    monkeypatch.setattr(runner, "fit_program", lambda *a: lines.append("COMPILING") or real(*a))
+    text = sweep.dry_run(TINY_SPEC, cache_dir=None, log=lines.append)
+    header = next(i for i, line in enumerate(lines) if "= 6 runs" in line)
+    assert header < lines.index("COMPILING") and lines.count("COMPILING") == 1  # one program per distinct shape
+    assert "1 program(s)" in lines[header] and "group 0: env=CartPole-v1: 6 pairs" in lines[header]
+    assert "compiling 1 program(s), one per distinct shape" in "\n".join(lines[header:])
+    assert "1 chunk(s):" in text and "group 0: 1 chunk(s) of 6, ~" in text  # the memory estimate, after compiling
 
 
 def test_window_metrics_by_hand():
