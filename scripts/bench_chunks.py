@@ -12,10 +12,9 @@ its probes' rates and seconds (from plan.json).
 
 Cases (``--total-timesteps`` scales every case's budget per run):
 
-* ``pendulum64``: Pendulum-v1, CleanRL's continuous-control settings as PureJaxRL's
-  ppo_continuous_action.py runs them (8 envs x 256 steps, 32 minibatches x 10 epochs, tanh
-  256 x 256, observation and reward normalization), 163,840 env steps per run (80 updates):
-  ~20 minutes a sweep on 2 CPU cores, where 64 pairs in one chunk ran ~30% slower than 16 (issue 27).
+* ``pendulum64``: Pendulum-v1, the settings of PureJaxRL's ppo_continuous_action.py (8 envs x 256
+  steps, 32 minibatches x 10 epochs, tanh 256 x 256, observation and reward normalization), 163,840 env
+  steps per run (80 updates): ~18 minutes a sweep on 2 CPU cores (docs/benchmarks.md, "Chunk size").
 * ``cartpole64``: CartPole-v1, the standard config (4 envs x 128 steps, 64 x 64), 2M env steps per run.
 * ``brax64``: brax/inverted_double_pendulum on spring physics, the mujoco preset's network
   (64 x 64, 1 env x 2048 steps, 32 minibatches x 10 epochs), 204,800 env steps per run (100 updates).
@@ -23,7 +22,7 @@ Cases (``--total-timesteps`` scales every case's budget per run):
 Calibration is bounded by its share of the estimated run time (5% by default) and skipped for groups that
 run under 10 minutes, so cases cut to a small ``--total-timesteps`` measure auto as the memory-fit size.
 
-    python scripts/bench.py --chunking pendulum64                           # one case, 2 rounds (~2.5 h on 2 cores)
+    python scripts/bench.py --chunking pendulum64                           # one case, 2 rounds (~2.4 h on 2 cores)
     python scripts/bench.py --chunking pendulum64 cartpole64 brax64 --rounds 2   # all (a GPU: minutes)
     python scripts/bench.py --chunking cartpole64 --total-timesteps 20000 --rounds 1 --variants auto 16   # smoke
 """
