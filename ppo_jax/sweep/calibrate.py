@@ -1,7 +1,8 @@
 """``--chunk-size auto``: each shape's chunk size by measured throughput, within the memory bound.
 
-The largest chunk that fits memory is not always the fastest: on a CPU whose caches hold 16 runs'
-working set but not 64, 64 pairs in one program ran ~30% slower than four chunks of 16 (issue 27). For
+The largest chunk that fits memory is not always the fastest: on a 2-core CPU, 64 Pendulum pairs with
+256 x 256 networks in one program ran 8% slower than four chunks of 16 (docs/benchmarks.md, "Chunk size",
+where this calibration, one update per probe, did not pay for itself: hence opt-in). For
 the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
 and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
 different program). Each is probed on the group's own first pairs: its segment program
