@@ -1,8 +1,8 @@
 """``--chunk-size auto``: each shape's chunk size by measured throughput, within the memory bound.
 
 The largest chunk that fits memory is not always the fastest: on a 2-core CPU, 64 Pendulum pairs with
-256 x 256 networks in one program ran 8% slower than four chunks of 16 (docs/benchmarks.md, "Chunk size",
-where this calibration, one update per probe, did not pay for itself: hence opt-in). For
+256 x 256 networks in one program ran at 0.88-0.93 of the throughput of four chunks of 16 (docs/benchmarks.md,
+"Chunk size", two rounds, where this calibration, one update per probe, ended at 0.91-0.92: hence opt-in). For
 the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
 and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
 different program). Each is probed on the group's own first pairs: its segment program
@@ -120,11 +120,13 @@ def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: S
         log(
             f"  calibration: {size} pairs per chunk, {measured.rate:,.1f} pair-updates/s (probe {measured.seconds:.1f} s)"
         )
+        if i + 1 == len(sizes):
+            break  # every candidate probed: the bounds below only decide whether to probe another
         estimate = work / max(r for r in rates if r is not None)
         if estimate < MIN_SWEEP_SECONDS:
             note = f"stopped: these groups run about {estimate:.0f} s, under {MIN_SWEEP_SECONDS:.0f} s"
             break
-        if i + 1 < len(sizes) and spent + measured.predicted_cost(sizes[i + 1]) > SHARE * estimate:
+        if spent + measured.predicted_cost(sizes[i + 1]) > SHARE * estimate:
             note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
             break
     fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)

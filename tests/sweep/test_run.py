@@ -420,6 +420,15 @@ def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time(
         # under MIN_SWEEP_SECONDS (here 10 updates: 160 s) only the memory fit is probed
         tiny = run(10)
         assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
+        # cheap probes (1 s compiles), 50 updates: estimates 800, 640, then 533 s, under 600 s only after the
+        # last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md's run)
+        patch.setattr(
+            calibrate,
+            "probe",
+            lambda spec, group, size, mesh, how: calibrate.Probe(rates[size], 1.0 + size / rates[size], 1.0),
+        )
+        last = run(50)
+        assert last.rates == [4.0, 5.0, 6.0] and last.chosen == 16 and last.note == "every candidate probed"
 
 
 def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_it(tiny, tmp_path, monkeypatch):
