@@ -19,9 +19,8 @@ Cases (``--total-timesteps`` scales every case's budget per run):
 * ``brax64``: brax/inverted_double_pendulum on spring physics, the mujoco preset's network
   (64 x 64, 1 env x 2048 steps, 32 minibatches x 10 epochs), 204,800 env steps per run (100 updates).
 
-Calibration is bounded by its share of the estimated run time (5% by default) and stops after its first
-probe (the smallest candidate) for groups that run under 10 minutes, so cases cut to a small
-``--total-timesteps`` measure auto as the memory-fit size plus that one probe.
+Calibration is bounded by its share of the estimated run time (5% by default) and skipped for groups that
+run under 10 minutes, so cases cut to a small ``--total-timesteps`` measure auto as the memory-fit size.
 
     python scripts/bench.py --chunking pendulum64                           # one case, 2 rounds (~2.4 h on 2 cores)
     python scripts/bench.py --chunking pendulum64 cartpole64 brax64 --rounds 2   # all (a GPU: minutes)
