@@ -2,24 +2,24 @@
 
 The largest chunk that fits memory is not always the fastest: on a 2-core CPU, 64 Pendulum pairs with
 256 x 256 networks in one program ran at 0.88-0.93 of the throughput of four chunks of 16 (docs/benchmarks.md,
-"Chunk size"). For the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the
-memory-fit size and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs
-unbatched, a different program). Each is probed on the group's own first pairs: its segment program
+"Chunk size", two rounds, where this calibration, one update per probe, ended at 0.91-0.92: hence opt-in). For
+the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
+and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
+different program). Each is probed on the group's own first pairs: its segment program
 (``ppo_jax.sweep.segmented``, one update per segment) is compiled ahead of time, then run update by update
 until ``PROBE_SECONDS`` have passed (at least one update); the probe's results are thrown away, so every
 run of the sweep is the run a fixed ``--chunk-size`` of the chosen value gives. Throughput is pair-updates
 per second (env steps per second up to the steps per update, which a shape's groups share).
 
-Order and choice: the smallest candidate first (its probe is the cheapest), then the next larger one while
-throughput has not fallen by more than ``MARGIN`` below the best so far. The choice is the largest probed
-size within ``MARGIN`` of the fastest (level within timing noise: fewer chunks); if the probes stopped
-before seeing throughput fall or reaching the memory fit, the memory fit (nothing measured beat it).
+A smaller size wins only when more than ``MARGIN`` faster than the memory-fit one.
 
-Cost bound: each probe's rate gives the estimated run time of the shape's groups (at the best rate so far).
-Under ``MIN_SWEEP_SECONDS`` the calibration stops (the memory fit is kept); otherwise the next candidate
-is probed only while the seconds spent plus that probe's predicted cost (the last compile, and the last
-update's time scaled to the larger size, at least ``PROBE_SECONDS``) stay within ``SHARE`` of that
-estimate. Every candidate, its rate (None: not probed) and the choice go into plan.json and metadata.json.
+Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
+groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise
+the next, smaller candidate is probed only while the seconds spent plus that probe's predicted cost (the
+last compile, and the last update's time scaled to the smaller size, at least ``PROBE_SECONDS``) stay
+within ``SHARE`` of that estimate. A probe costs its compile and about one update of its pairs, so the
+share is small for runs of hundreds of updates and a sweep of a few dozen updates per run stops early.
+Every candidate, its rate and the choice go into plan.json and metadata.json.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ PROBE_SECONDS = 0.5
 MIN_SWEEP_SECONDS = 600.0
 SHARE = 0.05
 MARGIN = 0.05
-"""Rates within this fraction of each other count as level (timing noise); level sizes: the larger is chosen."""
+"""A smaller chunk is chosen only if it is this much faster than the memory-fit one (else timing noise would
+split level shapes into more chunks for nothing)."""
 
 
 class Calibration(NamedTuple):
@@ -105,51 +106,29 @@ def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> Probe:
 
 
 def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: Shared, log) -> Calibration:
-    """The chunk size for the groups of one shape (all sized ``fit`` by memory), probed on the first of them.
-
-    Candidates are probed smallest first (the cheapest probe; ``candidates`` lists them largest first), and a
-    larger one only while the last was not slower than the best so far by more than ``MARGIN`` (throughput is
-    taken to rise with the chunk, then fall once it outgrows the caches or saturates the device: past the
-    first fall, larger chunks are not probed).
-    """
+    """The chunk size for the groups of one shape (all sized ``fit`` by memory), probed on the first of them."""
     group = shape_groups[0]
     sizes = candidates(fit, len(group.pairs), mesh.size)
     rates: list[float | None] = [None] * len(sizes)
     if len(sizes) == 1:
         return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
-    spent, note, fell = 0.0, "every candidate probed", False
+    spent, note = 0.0, "every candidate probed"
     work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
-    for i in reversed(range(len(sizes))):  # the smallest first
-        measured = probe(spec, group, sizes[i], mesh, how)
+    for i, size in enumerate(sizes):
+        measured = probe(spec, group, size, mesh, how)
         rates[i], spent = measured.rate, spent + measured.seconds
         log(
-            f"  calibration: {sizes[i]} pairs per chunk, {measured.rate:,.1f} pair-updates/s "
-            f"(probe {measured.seconds:.1f} s)"
+            f"  calibration: {size} pairs per chunk, {measured.rate:,.1f} pair-updates/s (probe {measured.seconds:.1f} s)"
         )
-        best = max(r for r in rates if r is not None)
-        if measured.rate * (1 + MARGIN) < best:
-            fell, note = (
-                True,
-                f"stopped: {sizes[i]} pairs per chunk ran more than {MARGIN:.0%} slower than a smaller chunk",
-            )
-            break
-        if i == 0:
+        if i + 1 == len(sizes):
             break  # every candidate probed: the bounds below only decide whether to probe another
-        estimate = work / best
+        estimate = work / max(r for r in rates if r is not None)
         if estimate < MIN_SWEEP_SECONDS:
             note = f"stopped: these groups run about {estimate:.0f} s, under {MIN_SWEEP_SECONDS:.0f} s"
             break
-        if spent + measured.predicted_cost(sizes[i - 1]) > SHARE * estimate:
+        if spent + measured.predicted_cost(sizes[i + 1]) > SHARE * estimate:
             note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
             break
-    return Calibration(sizes, rates, choose(sizes, rates, fell), spent, note)
-
-
-def choose(sizes: list[int], rates: list[float | None], fell: bool) -> int:
-    """The largest probed size within ``MARGIN`` of the fastest (level within noise: fewer chunks), when the
-    probes saw throughput fall or reached the memory fit (``sizes[0]``); else the memory fit, since no probe
-    found a size faster than it."""
-    if not (fell or rates[0] is not None):
-        return sizes[0]
-    best = max(r for r in rates if r is not None)
-    return max(s for s, r in zip(sizes, rates, strict=True) if r is not None and r * (1 + MARGIN) >= best)
+    fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)
+    chosen = fastest[1] if fastest[0] > (1 + MARGIN) * rates[0] else fit  # level within noise: fewer chunks
+    return Calibration(sizes, rates, chosen, spent, note)

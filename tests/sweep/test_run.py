@@ -389,51 +389,46 @@ def test_auto_chunk_size_candidates_and_choice_by_hand():
     assert calibrate.candidates(6, 6, 2) == [6]  # halves below 2 pairs per device
 
 
-def test_auto_chunk_size_probes_smallest_first_within_its_share_of_the_estimated_run_time():
-    # Worked by hand: 64 pairs (candidates 64, 32, 16, probed 16 first); a probe costs its compile plus one
-    # update (size / rate seconds); the estimate is pair-updates / the best rate so far; the share is 5% of it.
+def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time():
+    # Worked by hand: 64 pairs, probes costing 8 s of compile plus one update (size / rate seconds).
     from types import SimpleNamespace
 
     from ppo_jax.sweep import calibrate
     from ppo_jax.sweep.plan import Group
 
-    falling, rising = {16: 6.0, 32: 5.0, 64: 4.0}, {16: 4.0, 32: 5.0, 64: 6.0}
+    rates = {64: 4.0, 32: 5.0, 16: 6.0}
     group = Group(0, None, {}, tuple((0, seed) for seed in range(64)))
     mesh = SimpleNamespace(size=1)
 
-    def run(rates, compile_seconds, num_updates):
-        spec = SimpleNamespace(task=SimpleNamespace(num_updates=lambda cfg: num_updates))
-        probe = lambda spec, group, size, mesh, how: calibrate.Probe(  # noqa: E731
-            rates[size], compile_seconds + size / rates[size], compile_seconds
-        )
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(calibrate, "probe", probe)
-            return calibrate.calibrate(spec, [group], 64, mesh, None, lambda m: None)
+    def fake_probe(spec, group, size, mesh, how):
+        return calibrate.Probe(rates[size], 8.0 + size / rates[size], 8.0)
 
-    # falling, 80 updates (5120 pair-updates): 16 -> 6/s, 10.67 s; estimate 853 s, share 42.7 s; 10.67 + predicted
-    # 8 + 32 / 6 = 24 fits; 32 -> 5/s, and 5 x 1.05 < 6: throughput fell, 64 is not probed; 16 chosen
-    fell = run(falling, 8.0, 80)
-    assert fell.rates == [None, 5.0, 6.0] and fell.chosen == 16 and fell.seconds == pytest.approx(25.0667, abs=1e-3)
-    assert "32 pairs per chunk ran more than 5% slower" in fell.note
-    # rising, 80 updates: 16 (12 s; estimate 1280 s, 12 + 16 = 28 <= 64), 32 (14.4 s; estimate 1024 s,
-    # 26.4 + 8 + 64 / 5 = 47.2 <= 51.2), 64 (18.67 s): every candidate probed; 64 the fastest
-    every = run(rising, 8.0, 80)
-    assert every.rates == [6.0, 5.0, 4.0] and every.chosen == 64 and every.note == "every candidate probed"
-    # rising, 40 updates (2560): 16 (estimate 640 s, 12 + 16 <= 32), 32 (estimate 512 s): under 600 s, stop;
-    # nothing measured beat the memory fit, which was not probed: it is kept
-    short = run(rising, 8.0, 40)
-    assert short.rates == [None, 5.0, 4.0] and short.chosen == 64 and "about 512 s, under 600 s" in short.note
-    # falling, 60 updates (3840), 14-s compiles: 16 (16.67 s; estimate 640 s, share 32 s); 16.67 + 14 + 5.33 = 36
-    # > 32: stop before 32; the memory fit kept
-    share = run(falling, 14.0, 60)
-    assert share.rates == [None, None, 6.0] and share.chosen == 64
-    assert "another probe would pass 5% of the estimated 640 s" in share.note
-    # 1-s compiles, 50 updates: estimates 800, 640 s, then 533 s only after the last candidate: nothing was
-    # stopped (the note said "stopped" before: seen in docs/benchmarks.md's run)
-    last = run(rising, 1.0, 50)
-    assert last.rates == [6.0, 5.0, 4.0] and last.chosen == 64 and last.note == "every candidate probed"
-    # level within 5% (6.0 vs 5.8): the larger of the two
-    assert calibrate.choose([64, 32, 16], [5.8, 6.0, 5.0], fell=True) == 64
+    def run(num_updates):
+        spec = SimpleNamespace(task=SimpleNamespace(num_updates=lambda cfg: num_updates))
+        return calibrate.calibrate(spec, [group], 64, mesh, None, lambda m: None)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(calibrate, "probe", fake_probe)
+        # 40 updates: estimate 64 * 40 / 4 = 640 s, share 32 s; spent 24 + predicted 8 + 32 / 4 = 40 > 32: stop
+        short = run(40)
+        assert short.rates == [4.0, None, None] and short.chosen == 64 and short.seconds == 24.0
+        assert "5% of the estimated 640 s" in short.note
+        # 80 updates: share 64 s, 24 + 16 fits; then estimate 5120 / 5 = 1024 s, share 51.2 s, spent 38.4 + predicted
+        # 8 + 16 / 5 = 49.6 fits; 16 pairs at 6 > 1.05 x 4: chosen
+        long = run(80)
+        assert long.rates == [4.0, 5.0, 6.0] and long.chosen == 16 and long.note == "every candidate probed"
+        # under MIN_SWEEP_SECONDS (here 10 updates: 160 s) only the memory fit is probed
+        tiny = run(10)
+        assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
+        # cheap probes (1 s compiles), 50 updates: estimates 800, 640, then 533 s, under 600 s only after the
+        # last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md's run)
+        patch.setattr(
+            calibrate,
+            "probe",
+            lambda spec, group, size, mesh, how: calibrate.Probe(rates[size], 1.0 + size / rates[size], 1.0),
+        )
+        last = run(50)
+        assert last.rates == [4.0, 5.0, 6.0] and last.chosen == 16 and last.note == "every candidate probed"
 
 
 def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_it(tiny, tmp_path, monkeypatch):
@@ -451,7 +446,7 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     monkeypatch.setattr(calibrate, "MIN_SWEEP_SECONDS", 0.0)
     monkeypatch.setattr(calibrate, "SHARE", 1e9)  # probes free
     auto = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", progress=False)
-    assert probed == [3, 6]  # the smaller first
+    assert probed == [6, 3]
     fixed = sweep.run(TINY_SPEC, tmp_path / "fixed", chunk_size=3, progress=False)
     pd.testing.assert_frame_equal(auto, fixed)
     pd.testing.assert_frame_equal(auto, tiny[1])  # and, chunk sizes of 2 or more agreeing, the 2-pair chunks'
