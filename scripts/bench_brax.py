@@ -8,8 +8,12 @@ Prints a table and writes JSON (with provenance). For each (backend, num_envs):
   of 4 minibatches), initialization apart, as Brax times its own;
 * ``brax_ppo`` (with ``--against-brax``): ``brax.training.agents.ppo.train`` on the same env,
   backend and work -- unroll 20, batch_size = num_envs, 4 minibatches, 4 epochs, so one
-  update is the same ``num_envs x 80`` env steps -- its own ``training/sps`` of the fourth
-  training epoch of ``--updates`` updates (the first two compile), no evaluation.
+  update is the same ``num_envs x 80`` env steps -- its own ``training/sps`` of each training
+  epoch of ``--updates`` updates after the first two (which compile), no evaluation.
+
+Each case is timed ``--repeats`` times after a warm-up (ours: the compiled program run again; Brax's:
+that many more training epochs) and reports the minimum run seconds (``run_s``), the median
+(``run_s_median``) and every timing; ours and Brax's run back to back for each size, not alternated.
 
 Both PPOs use Brax PPO's networks and settings (``--preset brax``'s: tanh-squashed
 Gaussian, 4x32 policy, 5x256 value, swish, observation normalization). Compile
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -62,17 +67,33 @@ def our_config(task: str, backend: str, num_envs: int, updates: int) -> PPOConfi
     )
 
 
-def _compiled(fn, *args):
+def _compiled(fn, repeats: int, *args) -> tuple[float, list[float]]:
+    """Compile seconds (ahead of time) and the seconds of ``repeats`` timed runs after a warm-up run."""
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(*args).compile()
     compile_s = time.perf_counter() - start
     jax.block_until_ready(compiled(*args))  # warm
-    start = time.perf_counter()
-    jax.block_until_ready(compiled(*args))
-    return compile_s, time.perf_counter() - start
+    timings = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        timings.append(time.perf_counter() - start)
+    return compile_s, timings
 
 
-def measure_rollout(task: str, backend: str, num_envs: int, steps: int) -> dict:
+def _timed(env_steps: int, timings: list[float]) -> dict:
+    """The row's run seconds: minimum (``run_s``, and the env steps/s from it), median and all of them."""
+    best = min(timings)
+    return {
+        "run_s": round(best, 3),
+        "run_s_median": round(statistics.median(timings), 3),
+        "run_s_all": [round(t, 3) for t in timings],
+        "env_steps": env_steps,
+        "env_steps_per_s": round(env_steps / best),
+    }
+
+
+def measure_rollout(task: str, backend: str, num_envs: int, steps: int, repeats: int) -> dict:
     cfg = our_config(task, backend, num_envs, 1).replace(
         num_steps=steps, total_timesteps=num_envs * steps, num_minibatches=1
     )
@@ -83,32 +104,19 @@ def measure_rollout(task: str, backend: str, num_envs: int, steps: int) -> dict:
     def run(runner):  # the observations: a constant reward (inverted_pendulum's) would let XLA drop the physics
         return rollout(runner, cfg, spec)[1].next_obs.sum()
 
-    compile_s, run_s = _compiled(run, runner)
-    return {
-        "mode": "rollout",
-        "compile_s": round(compile_s, 2),
-        "run_s": round(run_s, 3),
-        "env_steps": num_envs * steps,
-        "env_steps_per_s": round(num_envs * steps / run_s),
-    }
+    compile_s, timings = _compiled(run, repeats, runner)
+    return {"mode": "rollout", "compile_s": round(compile_s, 2), **_timed(num_envs * steps, timings)}
 
 
-def measure_ppo(task: str, backend: str, num_envs: int, updates: int) -> dict:
+def measure_ppo(task: str, backend: str, num_envs: int, updates: int, repeats: int) -> dict:
     cfg = our_config(task, backend, num_envs, updates)
     runner = jax.jit(lambda key: init(cfg, key))(jax.random.key(0))
 
     def run(runner):  # the updates alone, as Brax times them (initialization apart)
         return lax.scan(lambda r, u: step(cfg, r, u), runner, jnp.arange(cfg.num_updates))[1]["loss"]
 
-    compile_s, run_s = _compiled(run, runner)
-    steps = cfg.num_updates * cfg.batch_size
-    return {
-        "mode": "ppo",
-        "compile_s": round(compile_s, 2),
-        "run_s": round(run_s, 3),
-        "env_steps": steps,
-        "env_steps_per_s": round(steps / run_s),
-    }
+    compile_s, timings = _compiled(run, repeats, runner)
+    return {"mode": "ppo", "compile_s": round(compile_s, 2), **_timed(cfg.num_updates * cfg.batch_size, timings)}
 
 
 def _removed(module, name: str) -> bool:
@@ -119,8 +127,8 @@ def _removed(module, name: str) -> bool:
     return False
 
 
-def measure_brax_ppo(task: str, backend: str, num_envs: int, updates: int) -> dict:
-    """Brax's PPO on the same work; its own timing of the second epoch (compile-free)."""
+def measure_brax_ppo(task: str, backend: str, num_envs: int, updates: int, repeats: int) -> dict:
+    """Brax's PPO on the same work; its own timing of ``repeats`` training epochs after the two that compile."""
     from brax.training.agents.ppo import train as brax_ppo
 
     if not hasattr(jax, "device_put_replicated") or _removed(jax, "device_put_replicated"):
@@ -133,11 +141,12 @@ def measure_brax_ppo(task: str, backend: str, num_envs: int, updates: int) -> di
     envs = import_brax_envs()
     env = envs.get_environment(task, backend=backend)
     sps = []
+    epochs = 2 + repeats
     start = time.perf_counter()
     brax_ppo.train(
         environment=env,
-        num_timesteps=4 * updates * num_envs * NUM_STEPS,
-        num_evals=5,
+        num_timesteps=epochs * updates * num_envs * NUM_STEPS,
+        num_evals=epochs + 1,
         run_evals=False,
         episode_length=1000,
         num_envs=num_envs,
@@ -155,14 +164,12 @@ def measure_brax_ppo(task: str, backend: str, num_envs: int, updates: int) -> di
     )
     total_s = time.perf_counter() - start
     steps = updates * num_envs * NUM_STEPS
-    clean = sps[-1]  # epochs 1 and 2 compile (the second again: its inputs come back with another sharding)
+    clean = sps[-repeats:]  # epochs 1 and 2 compile (the second again: its inputs come back with another sharding)
     return {
         "mode": "brax_ppo",
         "compile_s": None,
         "total_s": round(total_s, 2),
-        "run_s": round(steps / clean, 3),
-        "env_steps": steps,
-        "env_steps_per_s": round(clean),
+        **_timed(steps, [steps / rate for rate in clean]),
         "sps_per_epoch": [round(s) for s in sps],
     }
 
@@ -173,7 +180,8 @@ def main() -> None:
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--envs", nargs="+", type=int, default=[16, 128, 1024])
     parser.add_argument("--rollout-steps", type=int, default=200, help="steps per env of the rollout-only case")
-    parser.add_argument("--updates", type=int, default=2, help="PPO updates timed (after a warm-up run)")
+    parser.add_argument("--updates", type=int, default=2, help="PPO updates per timed run (after a warm-up run)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed runs per case; the minimum is reported")
     parser.add_argument("--modes", nargs="+", default=["rollout", "ppo"], choices=["rollout", "ppo"])
     parser.add_argument("--against-brax", action="store_true", help="also Brax's own PPO on the same work")
     parser.add_argument("--out", type=Path, default=Path("bench_results/brax.json"))
@@ -188,7 +196,7 @@ def main() -> None:
             cases = (
                 [
                     lambda backend=backend, num_envs=num_envs: measure_rollout(
-                        args.task, backend, num_envs, args.rollout_steps
+                        args.task, backend, num_envs, args.rollout_steps, args.repeats
                     )
                 ]
                 if "rollout" in args.modes
@@ -196,12 +204,14 @@ def main() -> None:
             )
             if "ppo" in args.modes:
                 cases.append(
-                    lambda backend=backend, num_envs=num_envs: measure_ppo(args.task, backend, num_envs, args.updates)
+                    lambda backend=backend, num_envs=num_envs: measure_ppo(
+                        args.task, backend, num_envs, args.updates, args.repeats
+                    )
                 )
             if args.against_brax:
                 cases.append(
                     lambda backend=backend, num_envs=num_envs: measure_brax_ppo(
-                        args.task, backend, num_envs, args.updates
+                        args.task, backend, num_envs, args.updates, args.repeats
                     )
                 )
             for case in cases:
