@@ -1,4 +1,4 @@
-"""Throughput benchmark of ppo_jax.rl.train on CartPole-v1 with the standard config.
+"""Throughput benchmark of ppo_jax.rl.train on CartPole-v1 with the standard config (and Pendulum-v1).
 
 Prints a table and writes JSON. For each case: compile seconds (ahead of time,
 ``jax.jit(f).lower(...).compile()``), run seconds (minimum over --repeats timed
@@ -11,12 +11,16 @@ puts it there (every 5% of the updates; the reporter shows nothing, as under
 the rollout alone (env + policy forward, no update) as the ceiling. ``sweep16`` and
 ``sweep64`` run the same work through ``ppo_jax.sweep.run`` (what ``ppo-jax sweep``
 does: one program over the 16/64 pairs with their configs stacked, plus each run's
-evaluation episodes) and report the env steps/s the sweep records (chunk run seconds);
-name cases twice to alternate them:
+evaluation episodes) and report the env steps/s the sweep records (chunk run seconds).
+``vmap1`` trains one seed under ``jax.vmap`` (a batch axis of one, as ppo_jax did before
+``ppo_jax.vmap_runs``) against ``seeds1``'s unbatched run; ``pendulum1`` and ``pendulum_vmap1`` do the
+same on Pendulum-v1 with PureJaxRL's continuous-control settings (``PENDULUM``: 256 x 256 networks).
+Name cases twice to alternate them:
 
     python scripts/bench.py                        # all cases
     python scripts/bench.py --cases seeds1 rollout --total-timesteps 500000
     python scripts/bench.py --cases seeds16 sweep16 seeds16 sweep16 --repeats 3
+    python scripts/bench.py --cases pendulum1 pendulum_vmap1 pendulum1 pendulum_vmap1 --repeats 3
 
 Against a peer, side by side in one process (``scripts/bench_against.py``):
 
@@ -52,8 +56,21 @@ from ppo_jax.rl.train import init, train
 from ppo_jax.storage.provenance import collect_metadata
 from ppo_jax.vmap_runs import vmap_runs
 
+PENDULUM = {  # PureJaxRL's ppo_continuous_action.py settings, as in bench_against's Pendulum rows
+    "env": "Pendulum-v1",
+    "num_envs": 8,
+    "num_steps": 256,
+    "num_minibatches": 32,
+    "update_epochs": 10,
+    "hidden_sizes": (256, 256),
+    "lr": 1e-3,
+    "ent_coef": 0.0,
+    "normalize_obs": True,
+    "normalize_reward": True,
+}
 CASES = {
-    # name: (seeds, config overrides, progress callback: None, "cli" (every 5% of updates) or "every" update)
+    # name: (seeds, config overrides, mode: None, a progress callback ("cli": every 5% of updates, "every"
+    # update), "sweep" (through ppo_jax.sweep.run) or "vmap" (jax.vmap over the seeds even for one seed))
     "seeds1": (1, {}, None),
     "seeds16": (16, {}, None),
     "seeds64": (64, {}, None),
@@ -65,6 +82,9 @@ CASES = {
     "rollout": (1, {}, None),
     "sweep16": (16, {}, "sweep"),
     "sweep64": (64, {}, "sweep"),
+    "vmap1": (1, {}, "vmap"),
+    "pendulum1": (1, PENDULUM, None),
+    "pendulum_vmap1": (1, PENDULUM, "vmap"),
 }
 
 
@@ -81,7 +101,7 @@ def rollout_only(cfg: PPOConfig, key: jax.Array) -> jax.Array:
 
 def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     seeds, overrides, progress = CASES[name]
-    cfg = PPOConfig(env="CartPole-v1", **overrides)
+    cfg = PPOConfig(**{"env": "CartPole-v1", **overrides})
     # At least 30 updates per run, so that large batches are not measured on 2 updates.
     cfg = cfg.replace(total_timesteps=max(total_timesteps, 30 * cfg.batch_size))
     if progress == "sweep":
@@ -91,11 +111,13 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
         fn = rollout_only
     else:
         every = max(1, cfg.num_updates // 20) if progress == "cli" else 1
+        callback = reporter if progress in ("cli", "every") else None
 
         def fn(cfg, key):
-            return train(cfg, key, on_update=reporter if progress else None, report_every=every)
+            return train(cfg, key, on_update=callback, report_every=every)
 
-    fn = vmap_runs(fn, in_axes=(None, 0))  # as ppo-jax train: one seed unbatched
+    # As ppo-jax train: one seed unbatched; "vmap" keeps jax.vmap's batch axis of one (what ppo_jax did before).
+    fn = jax.vmap(fn, in_axes=(None, 0)) if progress == "vmap" else vmap_runs(fn, in_axes=(None, 0))
     keys = jax.random.split(jax.random.key(0), seeds)
 
     start = time.perf_counter()
@@ -109,6 +131,7 @@ def measure(name: str, total_timesteps: int, repeats: int) -> dict:
     env_steps = seeds * cfg.num_updates * cfg.batch_size
     return {
         "case": name,
+        "env": cfg.env,
         "seeds": seeds,
         "num_envs": cfg.num_envs,
         "num_steps": cfg.num_steps,
@@ -226,7 +249,7 @@ def main() -> None:
 
     rows = []
     header = (
-        f"{'case':<10} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
+        f"{'case':<14} {'seeds':>5} {'envs':>5} {'steps/seed':>10} {'compile s':>9} {'run s':>7} {'env steps/s':>12}"
     )
     print(header)
     print("-" * len(header))
@@ -234,7 +257,7 @@ def main() -> None:
         row = measure(name, args.total_timesteps or 100_000, args.repeats)
         rows.append(row)
         print(
-            f"{row['case']:<10} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} "
+            f"{row['case']:<14} {row['seeds']:>5} {row['num_envs']:>5} {row['env_steps_per_seed']:>10,} "
             f"{row['compile_s']:>9.2f} {row['run_s']:>7.2f} {row['env_steps_per_s']:>12,}",
             flush=True,
         )
