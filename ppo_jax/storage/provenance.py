@@ -66,7 +66,7 @@ def collect_metadata(command: list[str], task: str = "ppo") -> dict[str, Any]:
     Keys: task, start_time, command (list), command_line (shell-quoted), versions
     (python, jax, jaxlib, flax, optax, gymnax, ppo_jax), backend, devices,
     platform, machine, processor, cpu_count, python_executable, git_commit,
-    git_dirty. Writers add times, throughput and final values.
+    git_dirty, environment (``speed_environment``). Writers add times, throughput and final values.
     """
     import jax
 
@@ -88,4 +88,12 @@ def collect_metadata(command: list[str], task: str = "ppo") -> dict[str, Any]:
         "python_executable": sys.executable,
         "git_commit": commit,
         "git_dirty": dirty,
+        "environment": speed_environment(),
     }
+
+
+def speed_environment() -> dict[str, str]:
+    """The environment variables that change what XLA compiles or how ppo_jax lowers it: ``XLA_FLAGS``,
+    ``PPO_JAX_THREEFRY`` (``ppo_jax.threefry_cpu``) and every ``JAX_*``; the ones set, sorted by name."""
+    names = sorted(k for k in os.environ if k in ("XLA_FLAGS", "PPO_JAX_THREEFRY") or k.startswith("JAX_"))
+    return {name: os.environ[name] for name in names}
