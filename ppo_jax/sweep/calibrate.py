@@ -13,13 +13,20 @@ per second (env steps per second up to the steps per update, which a shape's gro
 
 A smaller size wins only when more than ``MARGIN`` faster than the memory-fit one.
 
+Probe order (``probe_order``): the memory fit, then the smallest candidate, then the ones between only if the
+two ends were level (within ``MARGIN``). A probe costs a compile and at least one update of its pairs, and throughput tends to move
+one way with chunk size on a device (on a CPU it falls once a chunk's working set leaves the caches; on an
+accelerator it rises until the device is busy), so the two ends decide unless they are level, when a peak
+between them would be missed. On the 2-core CPU's Pendulum case the ends were 43% apart: two probes, not three.
+
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
 groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise
-the next, smaller candidate is probed only while the seconds spent plus that probe's predicted cost (the
-last compile, and the last update's time scaled to the smaller size, at least ``PROBE_SECONDS``) stay
-within ``SHARE`` of that estimate. A probe costs its compile and about one update of its pairs, so the
-share is small for runs of hundreds of updates and a sweep of a few dozen updates per run stops early.
-Every candidate, its rate and the choice go into plan.json and metadata.json.
+the next candidate is probed only while the seconds spent plus that probe's predicted cost (the last
+compile, and the last update's time scaled to the next size, at least ``PROBE_SECONDS``) stay within
+``SHARE`` of that estimate (taken at the fastest rate so far). A probe costs its compile and about one
+update of its pairs, so the share is small for runs of hundreds of updates and a sweep of a few dozen
+updates per run stops early. Every candidate, its rate (None: not probed) and the choice go into plan.json
+and metadata.json.
 """
 
 from __future__ import annotations
@@ -69,6 +76,13 @@ def candidates(fit: int, num_pairs: int, devices: int) -> list[int]:
     return sizes
 
 
+def probe_order(num_candidates: int) -> list[int]:
+    """Indices into ``candidates``: the memory fit, the smallest, then the ones between (largest first)."""
+    if num_candidates <= 2:
+        return list(range(num_candidates))
+    return [0, num_candidates - 1, *range(1, num_candidates - 1)]
+
+
 class Probe(NamedTuple):
     """One candidate's probe: pair-updates per second, seconds it took in all, of which compiling."""
 
@@ -114,19 +128,25 @@ def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: S
         return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
     spent, note = 0.0, "every candidate probed"
     work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
-    for i, size in enumerate(sizes):
+    order = probe_order(len(sizes))
+    for step, i in enumerate(order):
+        size = sizes[i]
         measured = probe(spec, group, size, mesh, how)
         rates[i], spent = measured.rate, spent + measured.seconds
         log(
             f"  calibration: {size} pairs per chunk, {measured.rate:,.1f} pair-updates/s (probe {measured.seconds:.1f} s)"
         )
-        if i + 1 == len(sizes):
+        if step + 1 == len(order):
             break  # every candidate probed: the bounds below only decide whether to probe another
+        if step == 1 and abs(rates[i] - rates[0]) > MARGIN * rates[0]:
+            faster = "faster" if rates[i] > rates[0] else "slower"
+            note = f"the smallest candidate is {faster} than the memory fit: the ones between not probed"
+            break
         estimate = work / max(r for r in rates if r is not None)
         if estimate < MIN_SWEEP_SECONDS:
             note = f"stopped: these groups run about {estimate:.0f} s, under {MIN_SWEEP_SECONDS:.0f} s"
             break
-        if spent + measured.predicted_cost(sizes[i + 1]) > SHARE * estimate:
+        if spent + measured.predicted_cost(sizes[order[step + 1]]) > SHARE * estimate:
             note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
             break
     fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)

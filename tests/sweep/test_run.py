@@ -389,8 +389,18 @@ def test_auto_chunk_size_candidates_and_choice_by_hand():
     assert calibrate.candidates(6, 6, 2) == [6]  # halves below 2 pairs per device
 
 
+def test_auto_chunk_size_probe_order_by_hand():
+    from ppo_jax.sweep import calibrate
+
+    assert calibrate.probe_order(1) == [0]
+    assert calibrate.probe_order(2) == [0, 1]
+    assert calibrate.probe_order(3) == [0, 2, 1]  # the memory fit, the smallest, then the one between
+    assert calibrate.probe_order(4) == [0, 3, 1, 2]
+
+
 def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time():
-    # Worked by hand: 64 pairs, probes costing 8 s of compile plus one update (size / rate seconds).
+    # Worked by hand: 64 pairs, candidates 64, 32, 16 probed in the order 64, 16, 32; probes costing 8 s of compile
+    # plus one update (size / rate seconds).
     from types import SimpleNamespace
 
     from ppo_jax.sweep import calibrate
@@ -400,35 +410,46 @@ def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time(
     group = Group(0, None, {}, tuple((0, seed) for seed in range(64)))
     mesh = SimpleNamespace(size=1)
 
-    def fake_probe(spec, group, size, mesh, how):
-        return calibrate.Probe(rates[size], 8.0 + size / rates[size], 8.0)
+    def probe_at(compile_seconds):
+        return lambda spec, group, size, mesh, how: calibrate.Probe(
+            rates[size], compile_seconds + size / rates[size], compile_seconds
+        )
 
     def run(num_updates):
         spec = SimpleNamespace(task=SimpleNamespace(num_updates=lambda cfg: num_updates))
         return calibrate.calibrate(spec, [group], 64, mesh, None, lambda m: None)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(calibrate, "probe", fake_probe)
-        # 40 updates: estimate 64 * 40 / 4 = 640 s, share 32 s; spent 24 + predicted 8 + 32 / 4 = 40 > 32: stop
+        patch.setattr(calibrate, "probe", probe_at(8.0))
+        # 40 updates: estimate 64 * 40 / 4 = 640 s, share 32 s; spent 24 + predicted 8 + 16 / 4 = 36 > 32: stop
         short = run(40)
         assert short.rates == [4.0, None, None] and short.chosen == 64 and short.seconds == 24.0
         assert "5% of the estimated 640 s" in short.note
-        # 80 updates: share 64 s, 24 + 16 fits; then estimate 5120 / 5 = 1024 s, share 51.2 s, spent 38.4 + predicted
-        # 8 + 16 / 5 = 49.6 fits; 16 pairs at 6 > 1.05 x 4: chosen
+        # 80 updates: share 64 s, 24 + 12 fits; 16 pairs at 6 > 1.05 x 4: the ends are not level, so 32 is not
+        # probed, and 16 is chosen after 24 + 8 + 16 / 6 s
         long = run(80)
-        assert long.rates == [4.0, 5.0, 6.0] and long.chosen == 16 and long.note == "every candidate probed"
+        assert long.rates == [4.0, None, 6.0] and long.chosen == 16
+        assert long.seconds == pytest.approx(24 + 8 + 16 / 6)
+        assert "smallest candidate is faster than the memory fit" in long.note
+        # the smallest slower by more than the margin (an accelerator's shape): the memory fit is kept, 32 not probed
+        rates.update({64: 6.0, 16: 4.0})
+        slow = run(80)
+        assert slow.rates == [6.0, None, 4.0] and slow.chosen == 64 and "is slower" in slow.note
+        # level ends (4.1 within 5% of 4): the one between is probed. 80 updates: estimate 1280 s, share 64, spent
+        # 24 + predicted 12 fits; spent 24 + 8 + 16 / 4.1 = 35.9, estimate 5120 / 4.1 = 1248.8 s, share 62.4,
+        # predicted 8 + 32 / 4.1 = 15.8: 51.7 fits; 32 at 5 > 1.05 x 4 is chosen
+        rates.update({64: 4.0, 32: 5.0, 16: 4.1})
+        level = run(80)
+        assert level.rates == [4.0, 5.0, 4.1] and level.chosen == 32 and level.note == "every candidate probed"
         # under MIN_SWEEP_SECONDS (here 10 updates: 160 s) only the memory fit is probed
         tiny = run(10)
         assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
-        # cheap probes (1 s compiles), 50 updates: estimates 800, 640, then 533 s, under 600 s only after the
-        # last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md's run)
-        patch.setattr(
-            calibrate,
-            "probe",
-            lambda spec, group, size, mesh, how: calibrate.Probe(rates[size], 1.0 + size / rates[size], 1.0),
-        )
+        # cheap probes (1 s compiles), 50 updates, 32 at 6: estimates 800, 780, then 533 s, under 600 s only after
+        # the last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md)
+        patch.setattr(calibrate, "probe", probe_at(1.0))
+        rates[32] = 6.0
         last = run(50)
-        assert last.rates == [4.0, 5.0, 6.0] and last.chosen == 16 and last.note == "every candidate probed"
+        assert last.rates == [4.0, 6.0, 4.1] and last.chosen == 32 and last.note == "every candidate probed"
 
 
 def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_it(tiny, tmp_path, monkeypatch):
