@@ -15,8 +15,8 @@ def make_optimizer() -> optax.GradientTransformation:
     are written into the state with ``set_hyperparams``.
 
     Per leaf, not on one concatenated vector (``optax.flatten``): the copies in and
-    out of the vector cost up to a quarter of a Pendulum run's time (256x256
-    networks) and saved nothing measurable on CartPole (docs/benchmarks.md).
+    out of the vector made Pendulum runs (256x256 networks) slower in an A/B of
+    4 Dec 2026 whose script was not kept (``git show 78b92a0:docs/benchmarks.md``).
     """
 
     def chain(learning_rate, max_grad_norm, eps):

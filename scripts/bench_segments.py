@@ -3,8 +3,8 @@
 Cases, each with all seeds vmapped, CartPole-v1 with the standard config:
 
 * ``program``: ``jax.jit(vmap(train))``, the whole run as one program (no metrics leave it until the end),
-  the config an argument as ``ppo-jax train`` passes it (a config closed over as constants is ~8% faster
-  on this CPU: XLA folds its leaves; the segments take it as an argument too);
+  the config an argument as ``ppo-jax train`` passes it (closed over as constants, XLA could fold its
+  leaves; the segments take it as an argument too);
 * ``segK``: the segment loop (``ppo_jax.segments``) with K updates per segment, metrics to the host after each;
 * ``segK+csv``: the same, appending every segment's rows to metrics.csv, as ``ppo-jax train --out`` does;
 * ``segK+dir``: and checkpointing with Orbax every 5% of the updates, as ``--checkpoint-every 5%`` does
