@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 VERSIONED = ("jax", "jaxlib", "flax", "optax", "gymnax", "ppo-jax")
+VERSIONED_IF_INSTALLED = ("brax", "mujoco")  # the [brax] extra
 
 
 def _version(dist: str) -> str | None:
@@ -64,7 +65,7 @@ def collect_metadata(command: list[str], task: str = "ppo") -> dict[str, Any]:
     """Everything about the software and machine a result may depend on.
 
     Keys: task, start_time, command (list), command_line (shell-quoted), versions
-    (python, jax, jaxlib, flax, optax, gymnax, ppo_jax), backend, devices,
+    (python, jax, jaxlib, flax, optax, gymnax, ppo_jax; brax and mujoco where installed), backend, devices,
     platform, machine, processor, cpu_count, python_executable, git_commit,
     git_dirty, environment (``speed_environment``). Writers add times, throughput and final values.
     """
@@ -73,6 +74,7 @@ def collect_metadata(command: list[str], task: str = "ppo") -> dict[str, Any]:
     commit, dirty = git_state()
     versions = {"python": platform.python_version()}
     versions.update({name.replace("-", "_"): _version(name) for name in VERSIONED})
+    versions.update({name: v for name in VERSIONED_IF_INSTALLED if (v := _version(name)) is not None})
     return {
         "task": task,
         "start_time": now_iso(),

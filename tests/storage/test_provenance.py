@@ -18,3 +18,11 @@ def test_metadata_records_the_environment_variables_that_change_speed_or_results
     monkeypatch.delenv("PPO_JAX_THREEFRY")
     monkeypatch.delenv("JAX_ENABLE_X64")
     assert provenance.collect_metadata(["bench.py"])["environment"] == {}
+
+
+def test_metadata_records_brax_and_mujoco_versions_only_where_installed(monkeypatch):
+    installed = {"jax": "0.10.2", "brax": "0.14.2"}
+    monkeypatch.setattr(provenance, "_version", lambda name: installed.get(name))
+    versions = provenance.collect_metadata(["bench.py"])["versions"]
+    assert versions["brax"] == "0.14.2" and "mujoco" not in versions
+    assert versions["gymnax"] is None  # a required one is recorded even when missing
