@@ -2,7 +2,7 @@
 
 The largest chunk that fits memory is not always the fastest: on a 2-core CPU, 64 Pendulum pairs with
 256 x 256 networks in one program ran at 0.88-0.93 of the throughput of four chunks of 16 (docs/benchmarks.md,
-"Chunk size", two rounds, where this calibration, one update per probe, ended at 0.91-0.92: hence opt-in). For
+"Chunk size"; this calibration, in the probe order below, ended at 0.95-0.99 of them, calibration included). For
 the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
 and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
 different program). Each is probed on the group's own first pairs: its segment program
