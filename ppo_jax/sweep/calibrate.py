@@ -19,6 +19,14 @@ one way with chunk size on a device (on a CPU it falls once a chunk's working se
 accelerator it rises until the device is busy), so the two ends decide unless they are level, when a peak
 between them would be missed. On the 2-core CPU's Pendulum case the ends were 43% apart: two probes, not three.
 
+Which shapes are probed (``skip_reason``, decided before any probe): only in a single-process sweep on a
+CPU, and only when the shape's groups train at least ``MIN_PROBE_SAMPLES`` env steps (samples) in all. On an
+accelerator throughput rises with chunk size until the device is busy, so the memory fit is at or near the
+fastest and a probe would only add a compile (a reasoned rule, not measured: no GPU was lent). Below the floor
+a sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, the LM sweep
+and Pendulum with 256 x 256 networks, ran 2,200-2,400 samples/s: 10^6 samples in about 7 minutes), so the test
+suite and small sweeps pay nothing for auto, the default.
+
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
 groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise
 the next candidate is probed only while the seconds spent plus that probe's predicted cost (the last
@@ -43,6 +51,8 @@ from ppo_jax.sweep.segmented import _programs
 from ppo_jax.sweep.spec import SweepSpec
 
 MAX_CANDIDATES = 3
+MIN_PROBE_SAMPLES = 10**6
+"""Shapes whose groups train fewer env steps (samples) than this are not probed: the memory fit is kept."""
 PROBE_SECONDS = 0.5
 MIN_SWEEP_SECONDS = 600.0
 SHARE = 0.05
@@ -119,15 +129,43 @@ def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> Probe:
     return Probe(size * updates / timed, time.perf_counter() - start, compile_seconds)
 
 
+def samples_of(spec: SweepSpec, groups: list[Group]) -> int:
+    """Env steps (samples) the groups' pairs train in all."""
+    task = spec.task
+    return sum(
+        task.num_updates(spec.settings[i].cfg) * task.steps_per_update(spec.settings[i].cfg)
+        for g in groups
+        for i, _ in g.pairs
+    )
+
+
+def skip_reason(samples: int, platform: str, processes: int = 1) -> str | None:
+    """Why a shape whose groups train ``samples`` env steps in all on ``platform`` is not probed (None: it is).
+
+    A multi-process sweep is not probed: each process would time the probes on its own clock and could stop
+    at another candidate than the others, leaving them waiting in a collective program."""
+    if processes > 1:
+        return f"not probed in a sweep of {processes} processes"
+    if platform != "cpu":
+        return f"not probed on {platform}: throughput rises with chunk size until the device is busy"
+    if samples < MIN_PROBE_SAMPLES:
+        return f"not probed: {samples:,} samples, under {MIN_PROBE_SAMPLES:,}"
+    return None
+
+
 def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: Shared, log) -> Calibration:
     """The chunk size for the groups of one shape (all sized ``fit`` by memory), probed on the first of them."""
-    group = shape_groups[0]
+    group, task = shape_groups[0], spec.task
     sizes = candidates(fit, len(group.pairs), mesh.size)
     rates: list[float | None] = [None] * len(sizes)
     if len(sizes) == 1:
         return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
+    why = skip_reason(samples_of(spec, shape_groups), mesh.devices.flat[0].platform, jax.process_count())
+    if why is not None:
+        return Calibration(sizes, rates, fit, 0.0, why)
+    log(f"group {group.index}: calibrating the chunk size of {len(shape_groups)} group(s) of its shape by probes")
     spent, note = 0.0, "every candidate probed"
-    work = sum(len(g.pairs) * spec.task.num_updates(g.cfg) for g in shape_groups)
+    work = sum(len(g.pairs) * task.num_updates(g.cfg) for g in shape_groups)
     order = probe_order(len(sizes))
     for step, i in enumerate(order):
         size = sizes[i]

@@ -234,6 +234,15 @@ def test_dry_run_says_runs_programs_and_steps_before_it_compiles(monkeypatch):
     assert "1 program(s)" in lines[header] and "group 0: env=CartPole-v1: 6 pairs" in lines[header]
     assert "compiling 1 program(s), one per distinct shape" in "\n".join(lines[header:])
     assert "1 chunk(s):" in text and "group 0: 1 chunk(s) of 6, ~" in text  # the memory estimate, after compiling
+    # auto (the default) says, before compiling, which shapes the run would probe: none of 6 pairs x 8 updates x
+    # 128 env steps = 6,144; all with the floor at 0
+    assert "--chunk-size auto: the memory fit, group 0 not probed: 6,144 samples, under 1,000,000" in lines[header + 1]
+    from ppo_jax.sweep import calibrate
+
+    monkeypatch.setattr(calibrate, "MIN_PROBE_SAMPLES", 0)
+    lines.clear()
+    sweep.dry_run(TINY_SPEC, cache_dir=None, log=lines.append)
+    assert "the run probes the chunk sizes of 1 of 1 shape(s) (group 0)" in "\n".join(lines)
 
 
 def test_window_metrics_by_hand():
@@ -408,19 +417,30 @@ def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time(
 
     rates = {64: 4.0, 32: 5.0, 16: 6.0}
     group = Group(0, None, {}, tuple((0, seed) for seed in range(64)))
-    mesh = SimpleNamespace(size=1)
+    cpu = SimpleNamespace(size=1, devices=np.array([SimpleNamespace(platform="cpu")]))
 
     def probe_at(compile_seconds):
         return lambda spec, group, size, mesh, how: calibrate.Probe(
             rates[size], compile_seconds + size / rates[size], compile_seconds
         )
 
-    def run(num_updates):
-        spec = SimpleNamespace(task=SimpleNamespace(num_updates=lambda cfg: num_updates))
+    def run(num_updates, steps_per_update=1000, mesh=cpu):
+        task = SimpleNamespace(num_updates=lambda cfg: num_updates, steps_per_update=lambda cfg: steps_per_update)
+        spec = SimpleNamespace(task=task, settings=[SimpleNamespace(cfg=None)])
         return calibrate.calibrate(spec, [group], 64, mesh, None, lambda m: None)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(calibrate, "probe", probe_at(8.0))
+        # nothing probed under 10^6 samples (64 pairs x 10 updates x 1,562 steps = 999,680), nor on an accelerator
+        small = run(10, steps_per_update=1562)
+        assert small.rates == [None, None, None] and small.chosen == 64 and small.seconds == 0.0
+        assert small.note == "not probed: 999,680 samples, under 1,000,000"
+        assert run(10, steps_per_update=1563).rates[0] == 4.0  # 1,000,320: probed
+        gpu = SimpleNamespace(size=1, devices=np.array([SimpleNamespace(platform="gpu")]))
+        on_gpu = run(80, mesh=gpu)
+        assert (
+            on_gpu.rates == [None, None, None] and on_gpu.chosen == 64 and on_gpu.note.startswith("not probed on gpu")
+        )
         # 40 updates: estimate 64 * 40 / 4 = 640 s, share 32 s; spent 24 + predicted 8 + 16 / 4 = 36 > 32: stop
         short = run(40)
         assert short.rates == [4.0, None, None] and short.chosen == 64 and short.seconds == 24.0
@@ -442,7 +462,7 @@ def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time(
         level = run(80)
         assert level.rates == [4.0, 5.0, 4.1] and level.chosen == 32 and level.note == "every candidate probed"
         # under MIN_SWEEP_SECONDS (here 10 updates: 160 s) only the memory fit is probed
-        tiny = run(10)
+        tiny = run(10, steps_per_update=2000)  # 1,280,000 samples: probed
         assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
         # cheap probes (1 s compiles), 50 updates, 32 at 6: estimates 800, 780, then 533 s, under 600 s only after
         # the last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md)
@@ -466,7 +486,8 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     monkeypatch.setattr(calibrate, "probe", fake_probe)
     monkeypatch.setattr(calibrate, "MIN_SWEEP_SECONDS", 0.0)
     monkeypatch.setattr(calibrate, "SHARE", 1e9)  # probes free
-    auto = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", progress=False)
+    monkeypatch.setattr(calibrate, "MIN_PROBE_SAMPLES", 0)  # the tiny sweep is probed
+    auto = sweep.run(TINY_SPEC, tmp_path / "auto", progress=False)  # auto is the default
     assert probed == [6, 3]
     fixed = sweep.run(TINY_SPEC, tmp_path / "fixed", chunk_size=3, progress=False)
     pd.testing.assert_frame_equal(auto, fixed)
@@ -486,5 +507,7 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     )
     plan = sweep.plan_sweep(TINY_SPEC, chunk_size="auto", log=lambda m: None)
     assert plan.chunk_sizes == [6] and plan.calibration[0].rates == [101.0, 100.5]
-    with pytest.raises(sweep.runner.SpecError, match="--chunk-size must be a positive integer or auto"):
+    # fit: the memory fit, never probed
+    assert sweep.plan_sweep(TINY_SPEC, chunk_size="fit", log=lambda m: None).chunk_sizes == [6]
+    with pytest.raises(sweep.runner.SpecError, match="--chunk-size must be a positive integer, auto or fit"):
         sweep.parse_chunk_size("fast")
