@@ -8,7 +8,7 @@ from pathlib import Path
 from ppo_jax.errors import ConfigError
 from ppo_jax.task_contract import Task
 
-RUN_FLAGS = ("seed", "seeds", "pretrain_seed", "eval_episodes", "checkpoint_every", "preset")
+RUN_FLAGS = ("seed", "seeds", "pretrain_seed", "eval_episodes", "checkpoint_every", "preset", "chunk_size")
 """Run flags fixed at the start; --progress, --log and --keep-checkpoints may change on --resume."""
 
 

@@ -45,6 +45,9 @@ class RunOptions(NamedTuple):
     checkpoint_every: str | None = None
     segment_length: int | None = None  # fixed by the run's start; None: chosen from the above
     preset: str | None = None  # the named base config the run started from (ppo_jax.rl.presets), if any
+    chunk_size: int | str | None = (
+        None  # seeds per call of the program (ppo_jax.seed_chunks; None: all); fixed at the start
+    )
 
 
 def choose_segment_length(num_updates: int, interval: int | None, has_out: bool) -> int | None:
@@ -99,6 +102,7 @@ def run_task(
 
     from ppo_jax.progress import ProgressReporter
     from ppo_jax.run_loop import Stopped, run_segments
+    from ppo_jax.seed_chunks import AUTO, choose_chunk_size
     from ppo_jax.segments import compile_segments, segment_length
     from ppo_jax.storage.provenance import collect_metadata, now_iso
 
@@ -139,11 +143,23 @@ def run_task(
         num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
     )
     keys = make_keys(seeds)
-    segments = compile_segments(task, cfg, keys, shared, length, on_update=reporter, report_every=every)
+    if options.chunk_size == AUTO:
+        calibration = choose_chunk_size(task, cfg, keys, shared, say)
+        options = options._replace(chunk_size=calibration.chosen)
+        if out is not None:
+            metadata.update(seed_chunks=calibration.to_dict())
+        if any(rate is not None for rate in calibration.rates):
+            say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
+    options = options._replace(chunk_size=options.chunk_size or len(seeds))
+    chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
+    segments = compile_segments(
+        task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
+    )
     num_segments = len(segments.starts())
     say(
         f"compile: {segments.compile_seconds:.2f} s"
         + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else "")
+        + (f" (seeds {options.chunk_size} at a time)" if chunk else "")
     )
 
     run = checkpoints = None

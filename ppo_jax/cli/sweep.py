@@ -39,8 +39,8 @@ class Sweep:
     """Print what would run and exit: runs, programs and env steps at once, without compiling; then the chunks and memory per device: with --chunk-size N (or a sweep directory's plan) nothing compiles, else one program per distinct shape compiles to read its memory estimate (groups that differ only in branch fields, e.g. objective, share it), with the time the rest will take."""
     checkpoint_every: Annotated[str | None, tyro.conf.arg(metavar="N|P%")] = None
     """Run each chunk in segments and checkpoint it every N updates or P% of them into --out/checkpoints/, so --resume after a kill loses at most a segment, not a chunk."""
-    chunk_size: Annotated[str, tyro.conf.arg(metavar="N|auto|fit")] = "auto"
-    """(setting, seed) pairs per chunk. auto: the most that fit --memory-budget, or one of its balanced halves where short probes on this machine measure it faster (on a CPU, for shapes of at least 10^6 env steps, and stopped within 5% of the estimated run time or for groups that run under 10 minutes: ppo_jax/sweep/calibrate.py); fit: the most that fit, never probed; N: that many, rounded up to a multiple of the device count. Results are the same whatever the size."""
+    chunk_size: Annotated[str | None, tyro.conf.arg(metavar="N|auto")] = None
+    """(setting, seed) pairs per chunk, rounded up to a multiple of the device count (default: the most that fit --memory-budget); auto: that size or one of its balanced halves where short probes on this machine measure it faster (in one process on a CPU, for shapes of at least 10^6 env steps; stopped within 5% of the estimated run time, or after one probe for groups that run under 10 minutes: ppo_jax/sweep/calibrate.py). Another chunk size can change the numbers at float32 rounding; plan.json records the one used."""
     memory_budget: Annotated[str | None, tyro.conf.arg(metavar="SIZE")] = None
     """Memory per device for one chunk, e.g. 8GiB or 500MB (default: 90% of an accelerator's memory; on CPU half the RAM)."""
     part: Annotated[str | None, tyro.conf.arg(metavar="I/N")] = None

@@ -26,6 +26,7 @@ from ppo_jax.lm.task import LM, RLHF
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.presets import NONE, apply_preset, default_preset
 from ppo_jax.rl.task import PPO
+from ppo_jax.seed_chunks import parse_chunk_size
 from ppo_jax.task_contract import Task
 
 OutDir = Annotated[Path | None, tyro.conf.arg(metavar="DIR")]
@@ -40,6 +41,8 @@ class RunFlags:
     """Number of seeds (independent runs), trained together in one vmapped program."""
     seed: int = 0
     """Base seed: run i (0 <= i < --seeds) uses jax.random.key(seed + i), the key of a single run with --seed seed+i --seeds 1."""
+    chunk_size: Annotated[str | None, tyro.conf.arg(metavar="N|auto")] = None
+    """Seeds per call of the compiled program (default: all). N: a divisor of --seeds; auto: all, or a half or quarter of them where short probes measure it faster (in one process on a CPU, for runs of at least 10^6 samples in all: ppo_jax/seed_chunks.py). Another chunk size can change the numbers at float32 rounding; metadata.json records the one used."""
     out: OutDir = None
     """Run directory to write (config.json, metadata.json, metrics.csv, params.msgpack); nothing is written without it."""
     force: Switch = False
@@ -193,11 +196,13 @@ def preset_line(args: Train, argv: list[str]) -> str | None:
 def run_train(args: Train, argv: list[str]) -> int:
     if args.eval_episodes < 0:
         raise ConfigError(f"--eval-episodes must be >= 0 (0 turns evaluation off), got {args.eval_episodes}.")
+    seeds = seed_list(args.seed, args.seeds)
     options = RunOptions(
-        seed_list(args.seed, args.seeds),
+        seeds,
         eval_episodes=args.eval_episodes,
         checkpoint_every=args.checkpoint_every,
         preset=None if args.preset == NONE else args.preset,
+        chunk_size=parse_chunk_size(args.chunk_size, len(seeds)),
     )
     line = None if args.resume else preset_line(args, argv)  # a resumed run goes on with its own config
     if line is not None:
@@ -209,7 +214,12 @@ def run_rlhf(args: Rlhf, argv: list[str]) -> int:
     cfg = symmetric_clip(args, args.config, argv)
     seeds = seed_list(args.seed, args.seeds)
     pretrain_seed = seed_list(args.seed if args.pretrain_seed is None else args.pretrain_seed, 1, "--pretrain-seed")[0]
-    options = RunOptions(seeds, pretrain_seed=pretrain_seed, checkpoint_every=args.checkpoint_every)
+    options = RunOptions(
+        seeds,
+        pretrain_seed=pretrain_seed,
+        checkpoint_every=args.checkpoint_every,
+        chunk_size=parse_chunk_size(args.chunk_size, len(seeds)),
+    )
     return _run(RLHF, args, cfg, options, argv)
 
 
@@ -226,7 +236,13 @@ def run_lm(args: Lm, argv: list[str]) -> int:
     seeds = seed_list(args.seed, args.seeds)
     pretrain_seed = seed_list(args.seed if args.pretrain_seed is None else args.pretrain_seed, 1, "--pretrain-seed")[0]
     preset = None if args.preset == lm_presets.NONE else args.preset
-    options = RunOptions(seeds, pretrain_seed=pretrain_seed, checkpoint_every=args.checkpoint_every, preset=preset)
+    options = RunOptions(
+        seeds,
+        pretrain_seed=pretrain_seed,
+        checkpoint_every=args.checkpoint_every,
+        preset=preset,
+        chunk_size=parse_chunk_size(args.chunk_size, len(seeds)),
+    )
     return _run(LM, args, cfg, options, argv)
 
 

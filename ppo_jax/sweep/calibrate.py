@@ -157,28 +157,33 @@ def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: S
     """The chunk size for the groups of one shape (all sized ``fit`` by memory), probed on the first of them."""
     group, task = shape_groups[0], spec.task
     sizes = candidates(fit, len(group.pairs), mesh.size)
-    rates: list[float | None] = [None] * len(sizes)
     if len(sizes) == 1:
-        return Calibration(sizes, rates, fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
+        return Calibration(sizes, [None], fit, 0.0, "one candidate (no smaller balanced chunk of 2 or more pairs)")
     why = skip_reason(samples_of(spec, shape_groups), mesh.devices.flat[0].platform, jax.process_count())
     if why is not None:
-        return Calibration(sizes, rates, fit, 0.0, why)
+        return Calibration(sizes, [None] * len(sizes), fit, 0.0, why)
     log(f"group {group.index}: calibrating the chunk size of {len(shape_groups)} group(s) of its shape by probes")
-    spent, note = 0.0, "every candidate probed"
     work = sum(len(g.pairs) * task.num_updates(g.cfg) for g in shape_groups)
+    return choose(sizes, lambda size: probe(spec, group, size, mesh, how), work, log)
+
+
+def choose(sizes: list[int], measure, work: int, log, what: str = "pairs per chunk") -> Calibration:
+    """Probe ``sizes`` (the largest first) in ``probe_order`` within the cost bound; the fastest, unless level.
+
+    ``measure(size) -> Probe``; ``work``: the pair-updates (run-updates) the sizes are chosen for."""
+    rates: list[float | None] = [None] * len(sizes)
+    spent, note = 0.0, "every candidate probed"
     order = probe_order(len(sizes))
     for step, i in enumerate(order):
         size = sizes[i]
-        measured = probe(spec, group, size, mesh, how)
+        measured = measure(size)
         rates[i], spent = measured.rate, spent + measured.seconds
-        log(
-            f"  calibration: {size} pairs per chunk, {measured.rate:,.1f} pair-updates/s (probe {measured.seconds:.1f} s)"
-        )
+        log(f"  calibration: {size} {what}, {measured.rate:,.1f} run-updates/s (probe {measured.seconds:.1f} s)")
         if step + 1 == len(order):
             break  # every candidate probed: the bounds below only decide whether to probe another
         if step == 1 and abs(rates[i] - rates[0]) > MARGIN * rates[0]:
             faster = "faster" if rates[i] > rates[0] else "slower"
-            note = f"the smallest candidate is {faster} than the memory fit: the ones between not probed"
+            note = f"the smallest candidate is {faster} than the largest: the ones between not probed"
             break
         estimate = work / max(r for r in rates if r is not None)
         if estimate < MIN_SWEEP_SECONDS:
@@ -188,5 +193,5 @@ def calibrate(spec: SweepSpec, shape_groups: list[Group], fit: int, mesh, how: S
             note = f"stopped: another probe would pass {SHARE:.0%} of the estimated {estimate:.0f} s"
             break
     fastest = max((r, s) for r, s in zip(rates, sizes, strict=True) if r is not None)
-    chosen = fastest[1] if fastest[0] > (1 + MARGIN) * rates[0] else fit  # level within noise: fewer chunks
+    chosen = fastest[1] if fastest[0] > (1 + MARGIN) * rates[0] else sizes[0]  # level within noise: fewer chunks
     return Calibration(sizes, rates, chosen, spent, note)

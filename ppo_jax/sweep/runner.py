@@ -86,31 +86,31 @@ def compilation_cache(path):
 
 
 def plan_sweep(
-    spec, *, chunk_size: int | str | None = "auto", memory_budget=None, stored: dict | None = None, log=_say
+    spec, *, chunk_size: int | str | None = None, memory_budget=None, stored: dict | None = None, log=_say
 ) -> SweepPlan:
     """Group, size and chunk a sweep (compiling one program per distinct shape to read its memory estimate).
 
     Chunk sizes: from ``stored`` (a directory's plan.json) if given; else
-    ``chunk_size`` rounded up to a multiple of the device count; else (``"auto"``
-    or None) the largest evenly-chunked size whose XLA memory estimate fits ``memory_budget``
+    ``chunk_size`` rounded up to a multiple of the device count; else the
+    largest evenly-chunked size whose XLA memory estimate fits ``memory_budget``
     bytes per device (default: see ``ppo_jax.sweep.program.default_memory_budget``),
     compiled for the first group of each shape (``plan.shape_key``: groups that differ
-    only in branch fields take its size), or a smaller one measured faster by short probes
-    where ``ppo_jax.sweep.calibrate`` probes (on a CPU, shapes of at least 10^6 samples).
+    only in branch fields take its size); with ``chunk_size="auto"`` that size or a smaller
+    one measured faster by short probes, where ``ppo_jax.sweep.calibrate`` probes (in one
+    process on a CPU, shapes of at least 10^6 samples).
     """
     spec = load_spec(spec)
     mesh, groups = device_mesh(), group_pairs(spec)
     budget = parse_bytes(memory_budget) if isinstance(memory_budget, str) else memory_budget
     budget = budget or default_memory_budget()
     _check_chunk_size(chunk_size)
-    chunk_size = AUTO if chunk_size is None else chunk_size
     programs: dict[int, Program] = {}
     by_shape: dict[tuple, int] = {}  # shape -> its first group
     if stored is not None:  # other processes than 0 get zeros here and process 0's sizes below
         sizes = [int(s) for s in stored.get("chunk_sizes") or [0] * len(groups)]
         if chunk_size is not None and stored.get("chunk_sizes"):
             log(f"note: the directory's plan fixes the chunk sizes ({sizes}); --chunk-size is ignored")
-    elif chunk_size not in (AUTO, FIT):
+    elif chunk_size is not None and chunk_size != AUTO:
         sizes = [min(round_up(chunk_size, mesh.size), round_up(len(g.pairs), mesh.size)) for g in groups]
     else:
         sizes = []
@@ -216,11 +216,10 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
             ]
         )
     )
-    chunk_size = AUTO if chunk_size is None else chunk_size
     if chunk_size == AUTO and not (stored and stored.get("chunk_sizes")):  # probes take seconds to minutes
         log(_probe_plan(spec, groups) + " (planned here by memory alone)")
-        chunk_size = FIT
-    if chunk_size == FIT and not (stored and stored.get("chunk_sizes")):
+        chunk_size = None
+    if chunk_size is None and not (stored and stored.get("chunk_sizes")):
         log(
             f"compiling {shapes} program(s), one per distinct shape, to read their memory estimates (seconds to "
             "a minute each; cached for the run); give --chunk-size to plan without compiling"
@@ -255,26 +254,24 @@ def _probe_plan(spec: SweepSpec, groups: list) -> str:
 
 
 AUTO = "auto"
-FIT = "fit"
-"""``--chunk-size fit``: the largest evenly-chunked size that fits memory, never probed (auto without the probes)."""
 
 
 def parse_chunk_size(text) -> int | str | None:
-    """``--chunk-size``: None (auto), "auto", "fit", or a positive integer (SpecError otherwise)."""
-    if text is None or text in (AUTO, FIT) or isinstance(text, int):
+    """``--chunk-size``: None, "auto", or a positive integer (SpecError otherwise)."""
+    if text is None or text == AUTO or isinstance(text, int):
         _check_chunk_size(text)
         return text
     value = str(text).strip()
     if value.isdigit():
         return parse_chunk_size(int(value))
-    raise SpecError(f"--chunk-size must be a positive integer, auto or fit, got {text!r}.")
+    raise SpecError(f"--chunk-size must be a positive integer or auto, got {text!r}.")
 
 
 def _check_chunk_size(chunk_size) -> None:
-    if chunk_size is None or chunk_size in (AUTO, FIT):
+    if chunk_size is None or chunk_size == AUTO:
         return
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-        raise SpecError(f"--chunk-size must be a positive integer, auto or fit, got {chunk_size}.")
+        raise SpecError(f"--chunk-size must be a positive integer or auto, got {chunk_size}.")
 
 
 def run(
@@ -299,11 +296,12 @@ def run(
       resume: continue the sweep in ``out``, running only the chunks without a file (or with a corrupt one,
         moved into ``out/corrupt/``); a part with ``resume`` also takes over stale claims of other hosts.
       force: replace an existing sweep (or run) directory, deleted once this sweep completes.
-      chunk_size: "auto" (None, the default): the largest size that fits ``memory_budget``, or a
-        smaller one measured faster by short probes where ``ppo_jax.sweep.calibrate`` probes (on a CPU,
-        shapes of at least 10^6 samples; recorded in plan.json and metadata.json, kept on ``resume``);
-        "fit": the largest that fits, never probed; an int: pairs per chunk (rounded up to a multiple
-        of the device count). The runs are the same, bit for bit, whatever the chunk size.
+      chunk_size: pairs per chunk (rounded up to a multiple of the device count),
+        instead of the largest that fits ``memory_budget``; "auto": that or a smaller
+        size measured faster by short probes (``ppo_jax.sweep.calibrate``; recorded in
+        plan.json and metadata.json, kept on ``resume``). A run's numbers are those of a
+        fixed ``chunk_size`` of the size chosen, bit for bit; another chunk size can change
+        them at float32 rounding (XLA:CPU vectorizes some reductions differently by batch size).
       memory_budget: bytes per device (int, or "8GiB", "500MB").
       part: ``"i/N"`` or ``(i, N)``: run only slice i of N of the chunks (SLURM
         arrays); parts share ``out``, claim each chunk (``ppo_jax.sweep.claims``) and the
