@@ -229,9 +229,12 @@ def main() -> None:
         help="with --chunking: the --chunk-size values (default auto 64 32 16)",
     )
     parser.add_argument("--rounds", type=int, default=2, help="with --chunking: rounds of every variant")
+    parser.add_argument(
+        "--train", action="store_true", help="with --chunking: ppo-jax train --seeds 64 of the case, not the sweep"
+    )
     args = parser.parse_args()
     if args.chunking:
-        results = bench_chunks.run(args.chunking, args.variants, args.rounds, args.total_timesteps)
+        results = bench_chunks.run(args.chunking, args.variants, args.rounds, args.total_timesteps, args.train)
         write(results, args.out or Path("bench_results/chunking.json"))
         return
     if args.against:

@@ -19,12 +19,17 @@ Cases (``--total-timesteps`` scales every case's budget per run):
 * ``brax64``: brax/inverted_double_pendulum on spring physics, the mujoco preset's network
   (64 x 64, 1 env x 2048 steps, 32 minibatches x 10 epochs), 204,800 env steps per run (100 updates).
 
+``--train``: the case's base config (clip_eps at its default) as one ``ppo-jax train --seeds 64 --chunk-size
+V`` instead of the sweep: the seeds a chunk at a time (``ppo_jax.seed_chunks``); variant 64 is all seeds in
+one call, the default.
+
 Calibration is bounded by its share of the estimated run time (5% by default) and skipped for groups that
 run under 10 minutes, so cases cut to a small ``--total-timesteps`` measure auto as the memory-fit size.
 
     python scripts/bench.py --chunking pendulum64                           # one case, 2 rounds (~2.4 h on 2 cores)
     python scripts/bench.py --chunking pendulum64 cartpole64 brax64 --rounds 2   # all (a GPU: minutes)
     python scripts/bench.py --chunking cartpole64 --total-timesteps 20000 --rounds 1 --variants auto 16   # smoke
+    python scripts/bench.py --chunking pendulum64 --train --rounds 1 --variants auto 64 16   # ppo-jax train --seeds 64
 """
 
 from __future__ import annotations
@@ -82,6 +87,41 @@ def spec_of(case: str, total_timesteps: int | None) -> dict:
     return {"name": f"bench_{case}", "envs": [env], "seeds": SEEDS, "base": base, "grid": {"clip_eps": CLIP_EPS}}
 
 
+def train_command(case: str, total_timesteps: int | None, out: Path, variant: str) -> list[str]:
+    """``ppo-jax train`` of the case's base config (clip_eps at its default), 64 seeds, ``--chunk-size variant``."""
+    base = dict(CASES[case])
+    if total_timesteps is not None:
+        base["total_timesteps"] = total_timesteps
+    command = [sys.executable, "-m", "ppo_jax.cli", "train", "--seeds", str(SEEDS * len(CLIP_EPS))]
+    for name, value in base.items():
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            command.append(flag if value else "--no-" + name.replace("_", "-"))
+        elif isinstance(value, list):
+            command += [flag, *map(str, value)]
+        else:
+            command += [flag, str(value)]
+    return command + ["--chunk-size", variant, "--out", str(out), "--no-progress"]
+
+
+def run_train_variant(command: list[str], env: dict) -> dict:
+    """One ``ppo-jax train`` process: its wall time, and what metadata.json records."""
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{proc.stderr[-3000:]}")
+    metadata = json.loads((Path(command[command.index("--out") + 1]) / "metadata.json").read_text())
+    return {
+        "wall_s": wall,
+        "env_steps": metadata["env_steps"],
+        "run_s": metadata["run_seconds"],
+        "compile_s": metadata["compile_seconds"],
+        "chunk_sizes": [metadata["run"]["chunk_size"]],
+        "calibration": metadata.get("seed_chunks", {}),
+    }
+
+
 def run_variant(spec_path: Path, out: Path, variant: str, env: dict) -> dict:
     """One ``ppo-jax sweep`` process with ``--chunk-size variant``: its wall time, and what its files record."""
     command = [sys.executable, "-m", "ppo_jax.cli", "sweep", str(spec_path), "--out", str(out)]
@@ -103,8 +143,10 @@ def run_variant(spec_path: Path, out: Path, variant: str, env: dict) -> dict:
     }
 
 
-def bench_case(case: str, variants: list[str], rounds: int, total_timesteps: int | None) -> dict:
-    """Every variant ``rounds`` times, the order reversed each round; a summary row per variant."""
+def bench_case(case: str, variants: list[str], rounds: int, total_timesteps: int | None, train: bool = False) -> dict:
+    """Every variant ``rounds`` times, the order reversed each round; a summary row per variant.
+
+    ``train``: ``ppo-jax train --seeds 64`` of the case's base config instead of the sweep (``train_command``)."""
     env = {k: v for k, v in os.environ.items() if k not in ("JAX_COMPILATION_CACHE_DIR", "PPO_JAX_CACHE_DIR")}
     runs: dict[str, list[dict]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory(prefix=f"bench_chunks_{case}_") as tmp:
@@ -112,7 +154,11 @@ def bench_case(case: str, variants: list[str], rounds: int, total_timesteps: int
         spec_path.write_text(json.dumps(spec_of(case, total_timesteps)))  # JSON is YAML
         for r in range(rounds):
             for variant in variants if r % 2 == 0 else variants[::-1]:
-                result = run_variant(spec_path, Path(tmp) / f"{variant}_{r}", variant, env)
+                out = Path(tmp) / f"{variant}_{r}"
+                if train:
+                    result = run_train_variant(train_command(case, total_timesteps, out, variant), env)
+                else:
+                    result = run_variant(spec_path, out, variant, env)
                 runs[variant].append(result)
                 print(f"  {case} round {r + 1}: --chunk-size {variant}: {result['wall_s']:.1f} s", flush=True)
     rows = []
@@ -133,15 +179,18 @@ def bench_case(case: str, variants: list[str], rounds: int, total_timesteps: int
     best = max(fixed, key=lambda row: row["env_steps_per_s"]) if fixed else None
     for row in rows:
         row["vs_best_fixed"] = round(row["env_steps_per_s"] / best["env_steps_per_s"], 3) if best else None
-    return {"case": case, "spec": spec_of(case, total_timesteps), "rows": rows}
+    what = {"train": train_command(case, total_timesteps, Path("OUT"), "V")[2:]} if train else {}
+    return {"case": case, **(what or {"spec": spec_of(case, total_timesteps)}), "rows": rows}
 
 
-def run(cases: list[str], variants: list[str], rounds: int, total_timesteps: int | None) -> list[dict]:
+def run(
+    cases: list[str], variants: list[str], rounds: int, total_timesteps: int | None, train: bool = False
+) -> list[dict]:
     """Bench every case; print its table as it finishes."""
     results = []
     for case in cases:
-        print(f"{case}: {len(variants)} variants x {rounds} round(s) ...", flush=True)
-        result = bench_case(case, variants, rounds, total_timesteps)
+        print(f"{case}{' (train)' if train else ''}: {len(variants)} variants x {rounds} round(s) ...", flush=True)
+        result = bench_case(case, variants, rounds, total_timesteps, train)
         results.append(result)
         header = (
             f"{'case':<11} {'chunk size':>10} {'wall s (rounds)':>24} {'median':>8} {'env steps/s':>12} {'vs best':>8}"
