@@ -169,6 +169,8 @@ def bench_case(case: str, variants: list[str], rounds: int, total_timesteps: int
                 "case": case,
                 "variant": variant,
                 "wall_s_rounds": [round(r["wall_s"], 1) for r in results],
+                "run_s_rounds": [round(r["run_s"], 1) for r in results],  # the runs alone (metadata.json)
+                "compile_s_rounds": [round(r["compile_s"], 1) for r in results],
                 "wall_s": round(wall, 1),
                 "env_steps_per_s": round(results[0]["env_steps"] / wall),
                 "chunk_sizes": [r["chunk_sizes"] for r in results],

@@ -1,10 +1,12 @@
-"""How much a sweep's numbers move with its chunk size: one spec, run in memory at several ``--chunk-size``.
+"""How much a sweep's (and a run's) numbers move with the chunk size: small specs at several ``--chunk-size``.
 
 XLA:CPU vectorizes some reductions differently by batch size, so the same (setting, seed) pair trained in a
-chunk of 8 pairs and in a chunk of 2 can differ at float32 rounding, and the differences grow over updates.
+chunk of 8 pairs and in a chunk of 2 can differ at float32 rounding, and the differences can grow over updates.
 For three small specs of 8 pairs (50 updates each), for each chunk size, this prints per metric the largest
 absolute difference from the one-chunk sweep and the share of table cells that differ at all (metrics equal
-in every cell are left out), and writes every row as JSON (``--out``).
+in every cell are left out), and writes every row as JSON (``--out``). Then the same for ``ppo-jax train
+--seeds 16 --chunk-size 8|4|2`` of the 8-step CartPole base against all 16 seeds in one call: the final training
+state, every float leaf.
 
     python scripts/chunk_rounding.py --out docs/results/chunk_rounding.json
 """
@@ -44,6 +46,44 @@ def spec_of(case: str) -> dict:
 SIZES = (8, 4, 2)
 
 
+def train_rows() -> list[dict]:
+    """``ppo-jax train --seeds 16`` of the 8-step CartPole base: the final training state (every float leaf) at
+    ``--chunk-size`` 8, 4, 2 against all 16 seeds in one call (``ppo_jax.segments.Segments.chunk_size``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ppo_jax.rl.config import PPOConfig
+    from ppo_jax.rl.task import PPO
+    from ppo_jax.segments import compile_segments
+
+    base = dict(BASES["cartpole_8_steps"])
+    base.pop("env")
+    cfg = PPOConfig(total_timesteps=UPDATES * 4 * 8, update_epochs=4, **base)
+    keys = jnp.stack([jax.random.key(seed) for seed in range(16)])
+
+    def final_state(chunk: int) -> np.ndarray:
+        segments = compile_segments(PPO, cfg, keys, None, UPDATES, chunk_size=chunk)
+        carry, _ = segments.advance(cfg, segments.init(cfg, keys, None), 0, None)
+        leaves = [x for x in jax.tree.leaves(carry) if jnp.issubdtype(x.dtype, jnp.floating)]
+        return np.concatenate([np.asarray(x, np.float64).ravel() for x in leaves])
+
+    reference = final_state(0)
+    rows = []
+    for chunk in (8, 4, 2):
+        state = final_state(chunk)
+        differ = ~((reference == state) | (np.isnan(reference) & np.isnan(state)))
+        rows.append(
+            {
+                "case": "train_cartpole_8_steps",
+                "chunk_size": chunk,
+                "metric": "final training state (float leaves) vs 16",
+                "max_abs_diff": float(np.nanmax(np.abs(reference - state))) if differ.any() else 0.0,
+                "cells_differing": float(differ.mean()),
+            }
+        )
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write the differences as JSON here")
@@ -69,11 +109,12 @@ def main() -> int:
                         "cells_differing": float(differ.mean()),
                     }
                 )
-    print(f"{'case':<20} {'chunk size':>10} {'metric':<26} {'max |diff| vs 8':>16} {'cells differing':>16}")
+    rows += train_rows()
+    print(f"{'case':<24} {'chunk size':>10} {'metric':<42} {'max |diff|':>12} {'cells differing':>16}")
     for row in rows:
         if row["cells_differing"]:
             print(
-                f"{row['case']:<20} {row['chunk_size']:>10} {row['metric']:<26} {row['max_abs_diff']:>16.3g} "
+                f"{row['case']:<24} {row['chunk_size']:>10} {row['metric']:<42} {row['max_abs_diff']:>12.3g} "
                 f"{row['cells_differing']:>16.1%}"
             )
     print("(metrics not listed: equal in every cell)")

@@ -148,8 +148,7 @@ def run_task(
         options = options._replace(chunk_size=calibration.chosen)
         if out is not None:
             metadata.update(seed_chunks=calibration.to_dict())
-        if any(rate is not None for rate in calibration.rates):
-            say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
+        say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
     options = options._replace(chunk_size=options.chunk_size or len(seeds))
     chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
     segments = compile_segments(

@@ -13,6 +13,11 @@ per second (env steps per second up to the steps per update, which a shape's gro
 
 A smaller size wins only when more than ``MARGIN`` faster than the memory-fit one.
 
+Opt-in, not the default: another chunk size can change a run's numbers at float32 rounding (XLA:CPU vectorizes
+some reductions differently by batch size; ``scripts/chunk_rounding.py``), so a size chosen by timing would let
+one command give different numbers on one machine. The choice is recorded, and a fixed ``--chunk-size`` of it
+gives the sweep again, bit for bit.
+
 Probe order (``probe_order``): the memory fit, then the smallest candidate, then the ones between only if the
 two ends were level (within ``MARGIN``). A probe costs a compile and at least one update of its pairs, and throughput tends to move
 one way with chunk size on a device (on a CPU it falls once a chunk's working set leaves the caches; on an
@@ -25,7 +30,7 @@ accelerator throughput rises with chunk size until the device is busy, so the me
 fastest and a probe would only add a compile (a reasoned rule, not measured: no GPU was lent). Below the floor
 a sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, the LM sweep
 and Pendulum with 256 x 256 networks, ran 2,200-2,400 samples/s: 10^6 samples in about 7 minutes), so the test
-suite and small sweeps pay nothing for auto, the default.
+suite and small sweeps pay nothing for auto.
 
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
 groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise

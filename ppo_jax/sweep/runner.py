@@ -139,8 +139,7 @@ def plan_sweep(
             calibrations[first] = calibrate(spec, shape_groups, sizes[first], mesh, shared_mode(spec), log)
             for g in shape_groups:
                 sizes[g.index] = calibrations[first].chosen
-            if any(rate is not None for rate in calibrations[first].rates):
-                log(f"group {first}: chunks of {calibrations[first].chosen} ({calibrations[first].note})")
+            log(f"group {first}: chunks of {calibrations[first].chosen} ({calibrations[first].note})")
     sizes = [int(s) for s in from_process_0(sizes)]
     return SweepPlan(spec, groups, sizes, make_chunks(groups, sizes), programs, mesh.size, budget, calibrations)
 
