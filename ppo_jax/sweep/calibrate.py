@@ -28,8 +28,8 @@ Which shapes are probed (``skip_reason``, decided before any probe): only in a s
 CPU, and only when the shape's groups train at least ``MIN_PROBE_SAMPLES`` env steps (samples) in all. On an
 accelerator throughput rises with chunk size until the device is busy, so the memory fit is at or near the
 fastest and a probe would only add a compile (a reasoned rule, not measured: no GPU was lent). Below the floor
-a sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, the LM sweep
-and Pendulum with 256 x 256 networks, ran 2,200-2,400 samples/s: 10^6 samples in about 7 minutes), so the test
+a sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, GRU runs and
+the LM sweep, ran 3,200-3,700 samples/s: 10^6 samples in about 5 minutes; docs/benchmarks.md), so the test
 suite and small sweeps pay nothing for auto.
 
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
