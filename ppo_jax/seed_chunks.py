@@ -10,12 +10,11 @@ unbatched program) -- are probed in ``calibrate.probe_order`` within ``calibrate
 time, and a smaller chunk is chosen only when more than ``calibrate.MARGIN`` faster. A probe compiles a
 segment program of one update for its chunk of the run's own first seeds, runs it for
 ``calibrate.PROBE_SECONDS`` (at least one update) and throws the result away. Each chunk is its seeds run on
-their own, bit for bit (tests/test_seed_chunks.py), but the numbers can depend on how many share a call: XLA:CPU
-vectorizes some reductions differently by batch size, so another chunk size can change them at float32 rounding
-(``scripts/chunk_rounding.py``). The size used is
-in metadata.json ("run", and with auto "seed_chunks": candidates, rates, choice); ``--chunk-size`` of that size
-gives the run again, bit for bit. Not the default for that reason: the same command would give numbers that
-depend on the machine's timing.
+their own, bit for bit (tests/test_seed_chunks.py), but the numbers can depend on how many share a call:
+XLA:CPU appears to round some reductions differently by batch size, so another chunk size can change them at
+float32 rounding (``scripts/chunk_rounding.py``). The size used is in metadata.json ("run", and with auto
+"seed_chunks": candidates, rates, choice); ``--chunk-size`` of that size gives the run again, bit for bit. Not
+the default for that reason: the same command would give numbers that depend on the machine's timing.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Segments(NamedTuple):
     ``chunk_size``: the runs ``advance_program`` takes per call (0: all of them), so that a chunk's working set
     can stay in a CPU's caches where all runs' does not (``ppo_jax.seed_chunks``). Each run is the run a
     program of ``chunk_size`` runs gives it, bit for bit; all runs in one call can differ from that at float32
-    rounding (XLA:CPU vectorizes some reductions differently by batch size).
+    rounding (XLA:CPU appears to round some reductions differently by batch size).
     """
 
     init_program: jax.stages.Compiled  # (cfg, keys, shared) -> carry

@@ -1,6 +1,6 @@
 """How much a sweep's (and a run's) numbers move with the chunk size: small specs at several ``--chunk-size``.
 
-XLA:CPU vectorizes some reductions differently by batch size, so the same (setting, seed) pair trained in a
+XLA:CPU appears to round some reductions differently by batch size, so the same (setting, seed) pair trained in a
 chunk of 8 pairs and in a chunk of 2 can differ at float32 rounding, and the differences can grow over updates.
 For three small specs of 8 pairs (50 updates each), for each chunk size, this prints per metric the largest
 absolute difference from the one-chunk sweep and the share of table cells that differ at all (metrics equal

@@ -13,8 +13,8 @@ per second (env steps per second up to the steps per update, which a shape's gro
 
 A smaller size wins only when more than ``MARGIN`` faster than the memory-fit one.
 
-Opt-in, not the default: another chunk size can change a run's numbers at float32 rounding (XLA:CPU vectorizes
-some reductions differently by batch size; ``scripts/chunk_rounding.py``), so a size chosen by timing would let
+Opt-in, not the default: another chunk size can change a run's numbers at float32 rounding (XLA:CPU appears
+to round some reductions differently by batch size; ``scripts/chunk_rounding.py``), so a size chosen by timing would let
 one command give different numbers on one machine. The choice is recorded, and a fixed ``--chunk-size`` of it
 gives the sweep again, bit for bit.
 
@@ -28,9 +28,10 @@ Which shapes are probed (``skip_reason``, decided before any probe): only in a s
 CPU, and only when the shape's groups train at least ``MIN_PROBE_SAMPLES`` env steps (samples) in all. On an
 accelerator throughput rises with chunk size until the device is busy, so the memory fit is at or near the
 fastest and a probe would only add a compile (a reasoned rule, not measured: no GPU was lent). Below the floor
-a sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, GRU runs and
-the LM sweep, ran 3,200-3,700 samples/s: 10^6 samples in about 5 minutes; docs/benchmarks.md), so the test
-suite and small sweeps pay nothing for auto.
+an RL sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, GRU runs,
+about 3,200 env steps/s: 10^6 in about 5 minutes; docs/benchmarks.md), so the test suite and small sweeps pay
+nothing for auto. An LM sample is a sequence, far costlier: an LM shape under the floor can run longer, and is
+then not probed either.
 
 Cost bound: the memory-fit size is probed first; its rate gives the estimated run time of the shape's
 groups. Under ``MIN_SWEEP_SECONDS`` the calibration stops there (the memory-fit size is kept); otherwise

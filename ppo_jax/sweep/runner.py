@@ -300,7 +300,7 @@ def run(
         size measured faster by short probes (``ppo_jax.sweep.calibrate``; recorded in
         plan.json and metadata.json, kept on ``resume``). A run's numbers are those of a
         fixed ``chunk_size`` of the size chosen, bit for bit; another chunk size can change
-        them at float32 rounding (XLA:CPU vectorizes some reductions differently by batch size).
+        them at float32 rounding (XLA:CPU appears to round some reductions differently by batch size).
       memory_budget: bytes per device (int, or "8GiB", "500MB").
       part: ``"i/N"`` or ``(i, N)``: run only slice i of N of the chunks (SLURM
         arrays); parts share ``out``, claim each chunk (``ppo_jax.sweep.claims``) and the
