@@ -37,10 +37,11 @@ def numbers(tree) -> list[np.ndarray]:
     return [np.asarray(as_data(leaf)) for leaf in jax.tree.leaves(tree)]
 
 
-def run_segments_of(cfg, seeds: list[int], chunk: int):
-    """The final carry (as numbers) and every segment's metrics of ``seeds`` run in 3-update segments."""
+def run_segments_of(cfg, seeds: list[int], chunk: int, segments=None):
+    """The final carry (as numbers) and every segment's metrics of ``seeds`` run in 3-update segments (with
+    ``segments``, compiled for as many seeds, or compiled here)."""
     keys = jnp.stack([jax.random.key(s) for s in seeds])
-    segments = compile_segments(PPO, cfg, keys, None, 3, chunk_size=chunk)
+    segments = segments or compile_segments(PPO, cfg, keys, None, 3, chunk_size=chunk)
     carry, metrics = segments.init(cfg, keys, None), []
     for first in segments.starts():
         carry, window = segments.advance(cfg, carry, first, None)
@@ -61,8 +62,9 @@ def test_each_chunk_of_seeds_is_those_seeds_run_on_their_own_bit_for_bit():
     cfg = PPOConfig(total_timesteps=6 * 32, num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2)
     chunked, chunked_metrics = run_segments_of(cfg, [0, 1, 2, 3], 2)
     assert all(leaf.shape[0] == 4 for leaf in chunked)
+    pair = compile_segments(PPO, cfg, jnp.stack([jax.random.key(s) for s in (0, 1)]), None, 3)  # 2 runs, unchunked
     for rows, seeds in ((slice(0, 2), [0, 1]), (slice(2, 4), [2, 3])):
-        alone, alone_metrics = run_segments_of(cfg, seeds, 0)
+        alone, alone_metrics = run_segments_of(cfg, seeds, 0, pair)
         assert_same([leaf[rows] for leaf in chunked], alone)
         for name, values in alone_metrics.items():
             np.testing.assert_array_equal(chunked_metrics[name][rows], values, err_msg=name)

@@ -237,14 +237,17 @@ def test_dry_run_says_runs_programs_and_steps_before_it_compiles(monkeypatch):
     # with auto it says, before compiling, which shapes the run would probe: none of 6 pairs x 8 updates x
     # 128 env steps = 6,144; all with the floor at 0
     lines.clear()
-    sweep.dry_run(TINY_SPEC, chunk_size="auto", cache_dir=None, log=lines.append)
+    monkeypatch.setattr(runner, "fit_program", lambda *a: pytest.fail("compiled"))  # the line comes first
+    with pytest.raises(pytest.fail.Exception):
+        sweep.dry_run(TINY_SPEC, chunk_size="auto", cache_dir=None, log=lines.append)
     assert "--chunk-size auto: the memory fit, group 0 not probed: 6,144 samples, under 1,000,000" in lines[1]
     from ppo_jax.sweep import calibrate
 
     monkeypatch.setattr(calibrate, "MIN_PROBE_SAMPLES", 0)
-    lines.clear()
-    sweep.dry_run(TINY_SPEC, chunk_size="auto", cache_dir=None, log=lines.append)
-    assert "the run probes the chunk sizes of 1 of 1 shape(s) (group 0)" in lines[1]
+    from ppo_jax.sweep.plan import group_pairs
+
+    spec = sweep.load_spec(TINY_SPEC)
+    assert "the run probes the chunk sizes of 1 of 1 shape(s) (group 0)" in runner._probe_plan(spec, group_pairs(spec))
 
 
 def test_window_metrics_by_hand():
