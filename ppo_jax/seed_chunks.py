@@ -60,13 +60,8 @@ def probe(task: Task, cfg, keys, shared, size: int) -> calibrate.Probe:
     segments = compile_segments(task, cfg, keys[:size], shared, 1)
     carry = segments.init(cfg, keys[:size], shared)
     compile_seconds = time.perf_counter() - start
-    timed, updates = 0.0, 0
-    while (timed < calibrate.PROBE_SECONDS or not updates) and updates < segments.num_updates:
-        begin = time.perf_counter()
-        carry, metrics = segments.dispatch(cfg, carry, updates, shared)
-        jax.block_until_ready(metrics)
-        timed += time.perf_counter() - begin
-        updates += 1
+    step = lambda carry, first: segments.dispatch(cfg, carry, first, shared)  # noqa: E731
+    updates, timed = calibrate.time_updates(step, carry, segments.num_updates, 1)
     return calibrate.Probe(size * updates / timed, time.perf_counter() - start, compile_seconds)
 
 

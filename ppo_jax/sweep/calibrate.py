@@ -123,16 +123,23 @@ def probe(spec: SweepSpec, group: Group, size: int, mesh, how: Shared) -> Probe:
     state = init(stacked, keys, shared)
     advance = advance.lower(stacked, state, np.int32(0), shared).compile()  # ahead of time: no warm-up update
     compile_seconds = time.perf_counter() - start
-    num_updates = task.num_updates(group.cfg)
+    step = lambda state, first: advance(stacked, state, np.int32(first), shared)  # noqa: E731
+    updates, timed = time_updates(step, state, task.num_updates(group.cfg), log_every)
+    return Probe(size * updates / timed, time.perf_counter() - start, compile_seconds)
+
+
+def time_updates(step, state, num_updates: int, per_call: int) -> tuple[int, float]:
+    """Call ``step(state, first) -> (state, metrics)`` (``per_call`` updates each) until ``PROBE_SECONDS`` have
+    passed (at least once) or the run ends; the updates done and the seconds they took."""
     timed, updates, first = 0.0, 0, 0
     while (timed < PROBE_SECONDS or not updates) and first < num_updates:
         begin = time.perf_counter()
-        state, metrics = advance(stacked, state, np.int32(first), shared)
+        state, metrics = step(state, first)
         jax.block_until_ready(metrics)
         timed += time.perf_counter() - begin
-        updates += min(log_every, num_updates - first)
-        first += log_every
-    return Probe(size * updates / timed, time.perf_counter() - start, compile_seconds)
+        updates += min(per_call, num_updates - first)
+        first += per_call
+    return updates, timed
 
 
 def samples_of(spec: SweepSpec, groups: list[Group]) -> int:

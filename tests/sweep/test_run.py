@@ -482,7 +482,12 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     # memory fit of 6, so auto must choose 3; its runs must be those of --chunk-size 3, bit for bit (another size
     # can change them at float32 rounding, though not on this spec: see the 2-pair chunks below).
     from ppo_jax.sweep import calibrate
+    from ppo_jax.sweep.plan import group_pairs
+    from ppo_jax.sweep.program import Shared, device_mesh
 
+    spec = sweep.load_spec(TINY_SPEC)  # a real probe first: 2 pairs, timed for at least one of the 8 updates
+    real = calibrate.probe(spec, group_pairs(spec)[0], 2, device_mesh(), Shared("none"))
+    assert real.rate > 0 and real.seconds >= real.compile_seconds > 0
     probed = []
 
     def fake_probe(spec, group, size, mesh, how):
