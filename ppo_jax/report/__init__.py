@@ -7,7 +7,8 @@ Modules: ``sources`` (read run/sweep directories of one task), ``scores`` (final
 values, reference scores, normalization), ``intervals`` (rliable interval
 estimates), ``frontier`` (RLHF: reward vs KL to the reference), ``paper_table1``
 (the PPO paper's Table 1 beside ours, ``--normalize best-setting``), ``figures``,
-``tables``, ``index``, ``build`` (``make_report``).
+``tables``, ``index``, ``sections`` (a report's parts: the ``Section`` interface), ``build`` (``make_report``
+and ``SECTIONS``, the sections in order; ``register_section`` adds one from outside the package).
 """
 
 from ppo_jax.errors import ReportError

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ppo_jax.report import figures, intervals, tables
+from ppo_jax.report.sections import Context, Files, Section
 from ppo_jax.report.sources import Runs, each_run
 
 ENTROPY = "sample_entropy"
@@ -130,3 +131,30 @@ def plot(runs: Runs, table: pd.DataFrame, out: Path, name: str) -> list[str]:
             ax.set(title=env, xlabel="entropy of the sampling policy (nats/token)", ylabel=runs.task.score_label)
         axes[0].legend(frameon=False)
         return figures.save(fig, out, name)
+
+
+def _section(ctx: Context) -> Files:
+    """entropy_fit_runs.csv (per run), entropy_fit.{csv,md} (per env x setting) and figure."""
+    per_run = fit_runs(ctx.runs)
+    per_run.to_csv(ctx.out / "entropy_fit_runs.csv", index=False)
+    table = summary(per_run, ctx.reps, ctx.seed, ctx.min_seeds)
+    table.to_csv(ctx.out / "entropy_fit.csv", index=False)
+    (ctx.out / "entropy_fit.md").write_text(markdown(table))
+    return Files(
+        data=["entropy_fit_runs.csv", "entropy_fit.csv"],
+        tables=["entropy_fit.md"],
+        figures=plot(ctx.runs, table, ctx.out, "entropy_fit"),
+    )
+
+
+SECTION = Section(
+    "entropy_fit",
+    _section,
+    applies=lambda ctx: applies(ctx.runs),
+    titles={
+        "entropy_fit.md": (
+            "Entropy-performance law R = -a exp(H) + b (Cui et al. 2025) fitted per run: IQM over seeds [95% CI]"
+        ),
+        "entropy_fit": "Score against the sampling policy's entropy: every logged update, and each setting's fitted law",
+    },
+)

@@ -22,6 +22,7 @@ import pandas as pd
 
 from ppo_jax.final_values import final_value, seed_ci
 from ppo_jax.report import figures, intervals, tables
+from ppo_jax.report.sections import Context, Files, Section
 from ppo_jax.report.sources import Runs, each_run
 
 PANEL_CHOICES = (
@@ -149,3 +150,23 @@ def markdown(table: pd.DataFrame, fields: list[str]) -> str:
             + " |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _section(ctx: Context) -> Files:
+    """frontier.{csv,md} and figure."""
+    fields = ctx.runs.setting_fields
+    table = frontier_table(ctx.runs, ctx.last_percent, ctx.min_seeds)
+    table.to_csv(ctx.out / "frontier.csv", index=False)
+    (ctx.out / "frontier.md").write_text(markdown(table, fields))
+    return Files(data=["frontier.csv"], tables=["frontier.md"], figures=plot(table, fields, ctx.out, "frontier"))
+
+
+SECTION = Section(
+    "frontier",
+    _section,
+    applies=lambda ctx: applies(ctx.runs),
+    titles={
+        "frontier.md": "Reward vs KL to the reference (final values; mean over seeds [95% CI])",
+        "frontier": "Reward vs KL to the reference: final values per setting (mean over seeds, 95% CIs)",
+    },
+)

@@ -103,28 +103,11 @@ def _definitions(record: dict) -> list[str]:
     return lines
 
 
-FIGURE_TITLES = {
-    "curves_return": "Learning curves: the score (IQM over seeds, 95% CI band)",
-    "frontier": "Reward vs KL to the reference: final values per setting (mean over seeds, 95% CIs)",
-    "curves_entropy": "Policy entropy during training (IQM over seeds, 95% CI band)",
-    "curves_sample_entropy": "Entropy of the sampling policy per response token (IQM over seeds, 95% CI band)",
-    "curves_response_length": "Response length during training (IQM over seeds, 95% CI band)",
-    "curves_kl_ref": "KL to the reference during training (IQM over seeds, 95% CI band)",
-    "curves_length_correct": "Length of the correct responses during training (IQM over seeds, 95% CI band)",
-    "curves_length_incorrect": "Length of the incorrect responses during training (IQM over seeds, 95% CI band)",
-    "entropy_fit": "Score against the sampling policy's entropy: every logged update, and each setting's fitted law",
-    "sensitivity": "Sensitivity: normalized final score per setting (IQM, 95% CI), one line per env and all envs together",
-    "heatmap": "Heat map: final return per cell of the grid (IQM [95% CI])",
-    "aggregates": "Aggregate normalized scores over envs (95% CIs)",
-    "improvement": "Probability of improvement over the baseline (95% CIs)",
-    "profiles": "Performance profiles: fraction of runs above each normalized score (95% CI bands)",
-    "paper_table1": "The PPO paper's Table 1 beside ours: normalized score over envs (mean, 95% CI)",
-}
-
-
 def write_index(out: Path, result: dict, record: dict) -> None:
-    """Write ``index.md`` and ``index.html`` in ``out`` from the analysis ``result`` and ``report.json`` ``record``."""
-    files = result["files"]
+    """Write ``index.md`` and ``index.html`` in ``out`` from the analysis ``result`` and ``report.json`` ``record``:
+    each Markdown table of ``result["files"]`` and each figure under its heading in ``result["titles"]`` (the
+    sections', ``ppo_jax.report.sections.Section.titles``; else its name), in the order written."""
+    files, titles = result["files"], result["titles"]
     names = ", ".join(s["name"] for s in record["sources"])
     md = [
         f"# Report: {names}",
@@ -150,43 +133,23 @@ def write_index(out: Path, result: dict, record: dict) -> None:
             "</details>",
             "",
         ]
-    sections = [
-        ("final_return.md", "Final return per env (IQM over seeds [95% CI]; bold only where the CIs separate)"),
-        ("aggregates.md", "Normalized score over all envs (95% CIs; bold only where the CIs separate)"),
-        (
-            "paper_table1.md",
-            (
-                "The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
-                "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps), "
-                "and the rank agreement of the two"
-            ),
-        ),
-        ("evaluation.md", "Evaluation of the final parameters (mean over seeds)"),
-        ("final_metrics.md", "Final values of the reported metrics (IQM over seeds [95% CI])"),
-        ("evaluation_scores.md", "Evaluation of the final parameters on fresh prompts (IQM over seeds [95% CI])"),
-        ("frontier.md", "Reward vs KL to the reference (final values; mean over seeds [95% CI])"),
-        (
-            "entropy_fit.md",
-            "Entropy-performance law R = -a exp(H) + b (Cui et al. 2025) fitted per run: IQM over seeds [95% CI]",
-        ),
-    ]
-    for name, title in sections:
-        if name in files["tables"]:
-            md += [
-                f"## {title}",
-                "",
-                (out / name).read_text(),
-                f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})"
-                if (out / name.replace(".md", ".tex")).exists()
-                else "",
-                "",
-            ]
+    tables = [(name, titles.get(name, name)) for name in files["tables"] if name.endswith(".md")]
+    for name, title in tables:
+        md += [
+            f"## {title}",
+            "",
+            (out / name).read_text(),
+            f"LaTeX: [{name.replace('.md', '.tex')}]({name.replace('.md', '.tex')})"
+            if (out / name.replace(".md", ".tex")).exists()
+            else "",
+            "",
+        ]
     if "baseline" in result:
         md += [f"Baseline for the probability of improvement: **{result['baseline']}**.", ""]
     stems = list(dict.fromkeys(f.rsplit(".", 1)[0] for f in files["figures"]))
     for stem in stems:
         md += [
-            f"## {FIGURE_TITLES.get(stem, stem)}",
+            f"## {titles.get(stem, stem)}",
             "",
             f"![{stem}]({stem}.png)",
             "",
@@ -206,12 +169,11 @@ def write_index(out: Path, result: dict, record: dict) -> None:
     for name, kind, text in specs:
         title = "spec.yaml" if kind == "sweep" else "config.json"
         body.append(f"<details><summary>{html.escape(name)}: {title}</summary><pre>{html.escape(text)}</pre></details>")
-    for name, title in sections:
-        if name in files["tables"]:
-            body += [f"<h2>{html.escape(title)}</h2>", _html_table((out / name).read_text())]
+    for name, title in tables:
+        body += [f"<h2>{html.escape(title)}</h2>", _html_table((out / name).read_text())]
     for stem in stems:
         body += [
-            f"<h2>{html.escape(FIGURE_TITLES.get(stem, stem))}</h2>",
+            f"<h2>{html.escape(titles.get(stem, stem))}</h2>",
             f'<p><img src="{stem}.png" alt="{stem}" style="max-width:100%"> <a href="{stem}.pdf">PDF</a></p>',
         ]
     body += [

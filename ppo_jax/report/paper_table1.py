@@ -24,7 +24,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ppo_jax.errors import ReportError
 from ppo_jax.report import figures, tables
+from ppo_jax.report.sections import Context, Files, Section
 
 # Schulman et al. (2017), Table 1: average normalized score over 7 MuJoCo tasks (3 seeds each, 1M steps),
 # keyed by (objective, its coefficient): clip_eps of clipping, d_targ (kl_target) of adaptive KL, beta of fixed KL.
@@ -166,3 +168,38 @@ def write(
     paper = long[long["env"] == PAPER].set_index("setting")["iqm"].to_dict()
     drawn = figures.paper_comparison(ours, paper, settings, out, "paper_table1")
     return ["paper_table1.md", "paper_table1.tex"], drawn
+
+
+def _section(ctx: Context) -> Files:
+    """paper_table1.{md,tex} and figure; paper_rank_agreement.csv where enough settings have a paper number."""
+    found = ctx.found
+    if "aggregates" not in found:
+        raise ReportError(
+            "--normalize best-setting: the PPO paper's Table 1 needs a setting with runs on every env "
+            f"({', '.join(ctx.envs)}) and a finite final return in each run; there is none."
+        )
+    complete, configs = found["complete"], ctx.runs.configs
+    long = table(found["per_env"], found["aggregates"], complete, ctx.envs, configs)
+    agreement = rank_agreement(found["scorable"], complete, ctx.envs, configs, ctx.reps, ctx.seed, found["with_ci"])
+    data = []
+    if agreement is not None:
+        agreement.to_csv(ctx.out / "paper_rank_agreement.csv", index=False)
+        data.append("paper_rank_agreement.csv")
+    text = agreement_text(agreement, ctx.min_seeds)
+    written, drawn = write(ctx.out, long, complete, ctx.envs, found["normalizers"], text)
+    return Files(data=data, tables=written, figures=drawn)
+
+
+SECTION = Section(
+    "paper_table1",
+    _section,
+    applies=lambda ctx: ctx.normalize == "best-setting",
+    titles={
+        "paper_table1.md": (
+            "The PPO paper's Table 1 (Schulman et al. 2017): normalized score per env (mean over "
+            "seeds) and over all envs (mean [95% CI]) beside the paper's (7 MuJoCo tasks, 3 seeds, 1M steps), "
+            "and the rank agreement of the two"
+        ),
+        "paper_table1": "The PPO paper's Table 1 beside ours: normalized score over envs (mean, 95% CI)",
+    },
+)
