@@ -38,7 +38,8 @@ update's scalar metrics, or with ``report_every=k`` only after every k-th update
 and the last (``ppo_jax.progress.report_update``); ``None`` puts no callback in
 the program.
 
-The engine is imported on first use, not with the task: it imports gymnax, which
+The engine is imported on first use, not with the task (``engine`` is a function
+holding the import, so a reader follows it from the task to the module): it imports gymnax, which
 starts a JAX backend, and ``jax.distributed.initialize()`` must come first; the
 task's names (for the CLI, specs and reports) are readable without it.
 """
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from types import ModuleType
 
 from ppo_jax.config_fields import static_fields, traced_fields
@@ -64,8 +66,9 @@ class Task:
     """The metric a run is judged by (its final value: mean over the last ``final_fraction`` of updates)."""
     final_fraction: float
     """Share of a run's last updates whose mean is a metric's final value."""
-    engine: str
-    """Module path of the engine (see the module docstring)."""
+    engine: Callable[[], ModuleType]
+    """Returns the engine module (see the module docstring), importing it on first call: the task's module
+    defines it as a function holding ``from ppo_jax.<pkg> import train``."""
     score_label: str = ""
     """The score in words, for figures and tables ("episodic return")."""
     eval_names: tuple[str, ...] = ()
@@ -118,7 +121,7 @@ class Task:
 
     # ----- the engine -----
     def engine_module(self) -> ModuleType:
-        return importlib.import_module(self.engine)
+        return self.engine()
 
     def validate(self, cfg):
         """``cfg`` checked (ConfigError with how to fix it, before anything compiles) and returned."""

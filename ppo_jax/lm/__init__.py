@@ -19,21 +19,23 @@ Modules, one idea each:
     vocabulary.py      the tokens of the arithmetic tasks
     addition_task.py   n-digit addition (reversed digits), optional carry scratchpad
     sort_task.py       sorting a digit list, optional counting scratchpad
-    copy_task.py       the RLHF toy: copy the prompt, then stop; EOS masks
-    problems.py        one interface over the three tasks: sizes, prompts, demonstrations, verify
+    tokens.py          PAD, EOS and the masks of EOS-terminated responses, shared by every problem
+    token_math.py      masked means, whitening, token log-probs, explained variance
+    copy_task.py       the RLHF toy: copy the prompt, then stop
+    problems.py        PROBLEMS: the table of tasks (sizes, prompts, demonstrations, verify, checks)
     verifier.py        answer extraction, correctness, format reward, DAPO's overlong punishment
     transformer.py     the causal decoder with an explicit key-value cache
     gru.py             the GRU model
-    models.py          the run's models (policy, scalar) and the interface over both architectures
+    models.py          MODELS: the architectures; the run's models (policy, scalar) and their interface
     sft.py             supervised warm start, stopped at a target sampled accuracy
     pass_rates.py      sampled pass@1 and unbiased pass@k
-    reward_model.py    the Bradley-Terry reward model on synthetic preferences
-    rewards.py         per-token KL reward, score placement, critic GAE (separate actor and critic lambda)
-    group_advantages.py GRPO, Dr. GRPO, RLOO, REINFORCE++ (and its group baseline) advantages
-    kl_estimators.py   k1, k2, k3 (Schulman 2020)
-    policy_objectives.py clip (eps_low / eps_high, dual clip), CISPO, REINFORCE; token or sequence (GSPO) ratio
-    loss_aggregation.py token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm
-    covariance_regularizers.py Clip-Cov and KL-Cov (Cui et al. 2025)
+    reward_model.py    REWARD_MODELS: programmatic or the Bradley-Terry reward model on synthetic preferences
+    rewards.py         per-token KL reward and score placement
+    advantages.py      ESTIMATORS: GRPO, Dr. GRPO, RLOO, REINFORCE++ (and its group baseline), critic GAE, broadcast
+    kl_estimators.py   KL_MODES (loss, reward, none) and KL_ESTIMATORS (k1, k2, k3; Schulman 2020)
+    policy_objectives.py POLICY_LOSSES (clip with eps_low / eps_high and dual clip, CISPO, REINFORCE) and RATIOS
+    loss_aggregation.py LOSS_AGGREGATIONS: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm
+    covariance_regularizers.py COVARIANCE_REGULARIZERS: Clip-Cov and KL-Cov (Cui et al. 2025)
     token_loss.py      the minibatch loss from those pieces
     train.py           pretrain(cfg, key) and train(cfg, key, pretrained): jittable, vmappable; the engine
     task.py            the lm and rlhf ``Task`` records: metric names, score, shared pretraining

@@ -16,8 +16,6 @@ behind every switch is in docs/lm.md and in the module each switch selects.
 
 from __future__ import annotations
 
-from typing import Literal
-
 from flax import struct
 
 from ppo_jax.config_fields import (
@@ -25,32 +23,43 @@ from ppo_jax.config_fields import (
     leaf,
     static,
 )
+from ppo_jax.lm.advantages import ESTIMATORS
+from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
+from ppo_jax.lm.kl_estimators import KL_ESTIMATORS, KL_MODES
+from ppo_jax.lm.loss_aggregation import LOSS_AGGREGATIONS
+from ppo_jax.lm.models import MODELS
+from ppo_jax.lm.policy_objectives import POLICY_LOSSES, RATIOS
+from ppo_jax.lm.problems import PROBLEMS
+from ppo_jax.lm.reward_model import REWARD_MODELS
 from ppo_jax.schedules import Schedule
 
-Problem = Literal["addition", "sort", "copy"]
-PROBLEMS = ("addition", "sort", "copy")
-Model = Literal["transformer", "gru"]
-MODELS = ("transformer", "gru")
-RewardModel = Literal["programmatic", "learned"]
-REWARD_MODELS = ("programmatic", "learned")
-Advantage = Literal["grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae", "broadcast"]
-ADVANTAGES = ("grpo", "drgrpo", "rloo", "reinforce_pp", "reinforce_pp_baseline", "gae", "broadcast")
-CRITIC_ADVANTAGES = ("gae", "broadcast")
-"""Advantages that need a critic (the others use group or batch statistics of the rewards)."""
-GROUP_ADVANTAGES = ("grpo", "drgrpo", "rloo", "reinforce_pp_baseline")
-"""Advantages that compare the samples of one prompt (need group_size >= 2)."""
-Ratio = Literal["token", "sequence"]
-RATIOS = ("token", "sequence")
-PolicyLoss = Literal["clip", "cispo", "pg"]
-POLICY_LOSSES = ("clip", "cispo", "pg")
-LossAgg = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
-LOSS_AGGS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
-KlMode = Literal["loss", "reward", "none"]
-KL_MODES = ("loss", "reward", "none")
-KlEstimator = Literal["k1", "k2", "k3"]
-KL_ESTIMATORS = ("k1", "k2", "k3")
-CovReg = Literal["none", "clip_cov", "kl_cov"]
-COV_REGS = ("none", "clip_cov", "kl_cov")
+SWITCH_TABLES = (
+    PROBLEMS,
+    MODELS,
+    REWARD_MODELS,
+    ESTIMATORS,
+    RATIOS,
+    POLICY_LOSSES,
+    LOSS_AGGREGATIONS,
+    KL_MODES,
+    KL_ESTIMATORS,
+    COVARIANCE_REGULARIZERS,
+)
+"""Every switch family of an LmConfig, each a ``ppo_jax.registry.Registry`` beside its formulas: the field's
+allowed values, what each variant reads (the rest is inert), the validation messages and docs/switches.md
+are derived from them."""
+
+# The fields' annotations: the names registered when the package is imported (the CLI's choices).
+Problem = PROBLEMS.literal()
+Model = MODELS.literal()
+RewardModel = REWARD_MODELS.literal()
+Advantage = ESTIMATORS.literal()
+Ratio = RATIOS.literal()
+PolicyLoss = POLICY_LOSSES.literal()
+LossAgg = LOSS_AGGREGATIONS.literal()
+KlMode = KL_MODES.literal()
+KlEstimator = KL_ESTIMATORS.literal()
+CovReg = COVARIANCE_REGULARIZERS.literal()
 
 PRETRAIN_FIELDS = (
     "sft_steps",
@@ -72,7 +81,7 @@ class LmConfig(ConfigBase):
 
     # ----- static: changing one compiles a new program -----
     problem: Problem = static("addition")
-    """Task: 'addition' (n-digit, reversed digits, verifiable), 'sort' (a digit list, verifiable), 'copy' (RLHF toy)."""
+    """The task: a name in ``problems.PROBLEMS`` (docs/switches.md)."""
     digits: int = static(3)
     """addition: digits per operand; sort: digits in the list."""
     scratchpad: bool = static(False)
@@ -87,7 +96,7 @@ class LmConfig(ConfigBase):
     max_response_len: int = static(0)
     """Longest response, EOS included; 0: the longest demonstration + 2 (with scratchpad: twice the longest)."""
     model: Model = static("transformer")
-    """Policy (and critic, reward model) architecture: 'transformer' (causal decoder) or 'gru'."""
+    """Policy (and critic, reward model) architecture: a name in ``models.MODELS``."""
     model_dim: int = static(64)
     """transformer: width of the residual stream."""
     num_layers: int = static(2)
@@ -109,27 +118,27 @@ class LmConfig(ConfigBase):
     num_updates: int = static(200)
     """Updates (sample, score, advantages, epochs of minibatch steps)."""
     reward_model: RewardModel = static("programmatic")
-    """Sequence score: 'programmatic' (the task's verifier) or 'learned' (a Bradley-Terry model of its preferences)."""
+    """Sequence score: a name in ``reward_model.REWARD_MODELS`` (the task's verifier, or a learned Bradley-Terry model)."""
     advantage: Advantage = static("grpo")
-    """grpo (group z-score), drgrpo (group mean only), rloo (leave-one-out mean), reinforce_pp (batch-whitened return-to-go), reinforce_pp_baseline (group mean, then batch whitening), gae (critic), broadcast (critic: return - V(prompt) on every token)."""
+    """Advantage estimator: a name in ``advantages.ESTIMATORS`` (group statistics of the rewards, or a critic)."""
     norm_adv: bool = static(False)
     """Whiten advantages over the response tokens of each minibatch (PPO-RLHF)."""
     ratio: Ratio = static("token")
-    """Importance ratio per token, or per sequence (GSPO: exp of the mean token log-ratio)."""
+    """Importance ratio level: a name in ``policy_objectives.RATIOS`` (per token, or per sequence as GSPO)."""
     policy_loss: PolicyLoss = static("clip")
-    """clip (PPO's, with clip_eps_low / clip_eps_high), cispo (clipped stop-gradient weight on log pi), pg (REINFORCE)."""
+    """Policy loss: a name in ``policy_objectives.POLICY_LOSSES`` (PPO's clip, CISPO, REINFORCE, ...)."""
     dual_clip: bool = static(False)
-    """clip: bound the objective of negative advantages below by dual_clip_c * A (Ye et al. 2020)."""
+    """Bound the objective of negative advantages below by dual_clip_c * A (Ye et al. 2020), where the loss clips."""
     loss_agg: LossAgg = static("seq-mean-token-mean")
-    """How per-token losses become one number: token-mean, seq-mean-token-mean, seq-mean-token-sum, seq-mean-token-sum-norm."""
+    """How per-token losses become one number: a name in ``loss_aggregation.LOSS_AGGREGATIONS``."""
     kl_mode: KlMode = static("loss")
-    """KL to the reference: a term of the loss, a penalty in the per-token reward, or none."""
+    """Where the KL to the reference goes: a name in ``kl_estimators.KL_MODES`` (the loss, the reward, nowhere)."""
     kl_estimator: KlEstimator = static("k3")
-    """Sample estimator of KL(pi || pi_ref) (Schulman 2020): k1, k2 or k3."""
+    """Sample estimator of KL(pi || pi_ref) (Schulman 2020): a name in ``kl_estimators.KL_ESTIMATORS``."""
     kl_adaptive: bool = static(False)
     """Adapt beta towards kl_target after every update (Ziegler et al. 2019); off: beta is fixed."""
     cov_reg: CovReg = static("none")
-    """Entropy control of Cui et al. (2025): none, clip_cov or kl_cov."""
+    """Entropy control of Cui et al. (2025): a name in ``covariance_regularizers.COVARIANCE_REGULARIZERS``."""
     dynamic_sampling: bool = static(False)
     """DAPO's dynamic sampling with fixed shapes: groups whose rewards are all equal are masked out of the loss."""
     overlong_buffer: int = static(0)
@@ -143,7 +152,7 @@ class LmConfig(ConfigBase):
     sft_eval_every: int = static(25)
     """SFT stops at the first check (every this many steps) whose sampled pass@1 reaches sft_target_accuracy."""
     rm_steps: int = static(2000)
-    """Adam steps of reward-model training on preference pairs (reward_model='learned')."""
+    """Adam steps of reward-model training on preference pairs (a trained reward model)."""
     pretrain_batch: int = static(64)
     """Demonstrations or preference pairs per SFT / reward-model step."""
     eval_prompts: int = static(256)
@@ -244,60 +253,34 @@ class LmConfig(ConfigBase):
 
     @property
     def uses_critic(self) -> bool:
-        return self.advantage in CRITIC_ADVANTAGES
+        estimator = ESTIMATORS.get(self.advantage)
+        return estimator is not None and estimator.needs_critic
 
     def inert_fields(self) -> dict[str, str]:
-        """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
+        """Fields whose value this config's switches ignore, with why (a sweep and the CLI refuse them).
+
+        Derived from the switch tables: a field some variant of a family reads is inert
+        under the others; then the rules inside one variant (value clipping off, a fixed beta, ...).
+        """
         inert = {}
-
-        def mark(names, reason):
-            inert.update(dict.fromkeys(names, reason))
-
-        if self.problem == "copy":
-            mark(("digits", "scratchpad", "scratchpad_filler"), "the copy task has no digits (problem: copy)")
-        else:
-            mark(("vocab_size", "prompt_len"), f"only the copy task reads them (problem: {self.problem})")
-            if not self.scratchpad:
-                inert["scratchpad_filler"] = "there is no scratchpad to fill (scratchpad: false)"
-        if self.model == "transformer":
-            mark(("embed_dim", "hidden_dim"), "they size the GRU (model: transformer)")
-        else:
-            mark(("model_dim", "num_layers", "num_heads"), "they size the transformer (model: gru)")
-        if not self.uses_critic:
-            reason = f"there is no critic (advantage: {self.advantage})"
-            mark(("clip_vloss", "vf_clip_eps", "vf_coef", "gae_lambda", "critic_lambda", "gamma"), reason)
-        elif not self.clip_vloss:
+        for table in SWITCH_TABLES:
+            inert.update(table.inert(getattr(self, table.field)))
+        problem = PROBLEMS.get(self.problem)
+        if problem is not None:
+            inert.update(problem.inert(self))
+        if self.uses_critic and not self.clip_vloss:
             inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
-        if self.advantage == "broadcast":
-            inert["gae_lambda"] = "the broadcast advantage does not use lambda (advantage: broadcast)"
-        if self.advantage not in ("grpo", "reinforce_pp", "reinforce_pp_baseline"):
-            inert["adv_eps"] = f"no standard deviation is divided by (advantage: {self.advantage})"
-        if self.policy_loss == "pg":
-            mark(("clip_eps_low", "clip_eps_high", "ratio"), "plain policy gradient has no ratio (policy_loss: pg)")
-        if not (self.policy_loss == "clip" and self.dual_clip):
-            inert["dual_clip_c"] = "dual clipping is off (policy_loss: clip with dual_clip: true uses it)"
-        if self.policy_loss != "clip":
-            inert["dual_clip"] = f"only the clip loss has a dual clip (policy_loss: {self.policy_loss})"
-        if self.kl_mode == "none":
-            mark(("beta", "kl_estimator", "kl_adaptive"), "there is no KL to the reference (kl_mode: none)")
-        if not (self.kl_adaptive and self.kl_mode != "none"):
-            mark(("kl_target", "kl_horizon"), "beta is fixed (kl_adaptive: false)")
-        if self.cov_reg != "clip_cov":
-            mark(("clip_cov_fraction", "clip_cov_low", "clip_cov_high"), "Clip-Cov is off (cov_reg)")
-        if self.cov_reg != "kl_cov":
-            mark(("kl_cov_fraction", "kl_cov_coef"), "KL-Cov is off (cov_reg)")
+        if not (self.dual_clip and "dual_clip" in getattr(POLICY_LOSSES.get(self.policy_loss), "reads", ())):
+            inert["dual_clip_c"] = "dual clipping is off (dual_clip: false, or a policy_loss without a dual clip)"
+        if not (self.kl_adaptive and "kl_adaptive" in getattr(KL_MODES.get(self.kl_mode), "reads", ())):
+            inert.update(dict.fromkeys(("kl_target", "kl_horizon"), "beta is fixed (kl_adaptive: false)"))
         if self.overlong_buffer == 0:
             inert["overlong_coef"] = "the overlong punishment is off (overlong_buffer: 0)"
-        if self.reward_model == "learned":
-            inert["format_reward"] = "the learned reward model gives the score (reward_model: learned)"
-        if self.reward_model == "programmatic":
-            mark(
-                ("rm_steps", "rm_lr", "bt_temperature"), "the reward model is not trained (reward_model: programmatic)"
-            )
         if self.sft_steps == 0:
-            mark(("sft_lr", "demo_noise", "sft_target_accuracy", "sft_eval_every"), "there is no SFT (sft_steps: 0)")
-        if self.sft_steps == 0 and self.reward_model == "programmatic":
-            inert["pretrain_batch"] = "nothing is pretrained (sft_steps: 0, reward_model: programmatic)"
+            reason = "there is no SFT (sft_steps: 0)"
+            inert.update(dict.fromkeys(("sft_lr", "demo_noise", "sft_target_accuracy", "sft_eval_every"), reason))
+            if not getattr(REWARD_MODELS.get(self.reward_model), "trained", False):
+                inert["pretrain_batch"] = f"nothing is pretrained (sft_steps: 0, reward_model: {self.reward_model})"
         return inert
 
 

@@ -1,6 +1,6 @@
 """The toy sequence task: copy the prompt, then stop.
 
-Vocabulary: ``PAD = 0``, ``EOS = 1``, content tokens ``2 .. vocab_size - 1``. A
+Vocabulary: ``tokens.PAD``, ``tokens.EOS``, content tokens ``2 .. vocab_size - 1``. A
 prompt is ``prompt_len`` content tokens drawn uniformly; the policy writes a
 response of at most ``max_response_len`` tokens, one at a time, until it emits
 EOS. The intended response ("what the labellers want") is the prompt followed by
@@ -21,8 +21,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-PAD = 0
-EOS = 1
+from ppo_jax.lm.tokens import EOS, PAD, end_at_eos
+
 FIRST_CONTENT = 2
 
 
@@ -37,27 +37,6 @@ def target_response(prompt: jax.Array, max_response_len: int) -> jax.Array:
     pad = jnp.full(prompt.shape[:-1] + (max_response_len - prompt_len - 1,), PAD, jnp.int32)
     eos = jnp.full(prompt.shape[:-1] + (1,), EOS, jnp.int32)
     return jnp.concatenate([prompt.astype(jnp.int32), eos, pad], axis=-1)
-
-
-def end_at_eos(response: jax.Array) -> jax.Array:
-    """``response [..., L]`` with every token after the first EOS replaced by PAD."""
-    return jnp.where(response_mask(response), response, PAD)
-
-
-def response_mask(response: jax.Array) -> jax.Array:
-    """``[..., L]`` bool: True on the response's tokens, up to and including its first EOS.
-
-    A response without EOS (cut at the maximum length) is all True. Positions after
-    the first EOS are padding: False.
-    """
-    is_eos = (response == EOS).astype(jnp.int32)
-    eos_before = jnp.cumsum(is_eos, axis=-1) - is_eos  # EOS tokens strictly before position t
-    return eos_before == 0
-
-
-def response_length(response: jax.Array) -> jax.Array:
-    """``[...]`` int32: number of response tokens, EOS included."""
-    return response_mask(response).sum(-1).astype(jnp.int32)
 
 
 def demonstrate(
@@ -76,11 +55,6 @@ def demonstrate(
     flip = jax.random.uniform(flip_key, intended.shape) < noise
     replacement = jax.random.randint(token_key, intended.shape, EOS, vocab_size, dtype=jnp.int32)
     return end_at_eos(jnp.where(flip, replacement, intended))
-
-
-def join(prompt: jax.Array, response: jax.Array) -> jax.Array:
-    """The sequence ``[..., P + L]``: prompt then response."""
-    return jnp.concatenate([prompt.astype(jnp.int32), response.astype(jnp.int32)], axis=-1)
 
 
 def score(prompt: jax.Array, response: jax.Array) -> jax.Array:

@@ -23,17 +23,22 @@ count is at least 1 when the fraction is positive, the covariance is a constant
 
 The fractions and bounds may be traced: the count is a traced integer, so the
 selection ranks tokens by a sort and keeps ranks below the count (no Python int).
+``COVARIANCE_REGULARIZERS`` is the table (``cfg.cov_reg``); each entry says which
+config fields it reads, which one is its fraction and whether it draws random tokens.
+
 Shapes: ``[M, L]``; ``mask [M, L]`` bool marks response tokens.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-from ppo_jax.lm.sft import masked_mean
-
-COVARIANCE_REGULARIZERS = ("none", "clip_cov", "kl_cov")
+from ppo_jax.lm.token_math import masked_mean
+from ppo_jax.registry import Registry
 
 
 def token_covariance(log_prob: jax.Array, advantage: jax.Array, mask: jax.Array) -> jax.Array:
@@ -85,6 +90,57 @@ def kl_cov_selection(cov: jax.Array, mask: jax.Array, *, fraction: jax.typing.Ar
     return _largest(jnp.where(mask, cov, -jnp.inf), selection_count(fraction, mask)) & mask
 
 
+def _clip_cov(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude):
+    selected = clip_cov_selection(
+        cov, mask, key, fraction=fraction, cov_low=cov_low, cov_high=cov_high, exclude=exclude
+    )
+    return jnp.where(selected, 0.0, per_token_loss), selected
+
+
+def _kl_cov(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude):
+    selected = kl_cov_selection(cov, mask, fraction=fraction)
+    penalty = kl_coef * jnp.abs(jnp.where(mask, log_prob - old_log_prob, 0.0))
+    return jnp.where(selected, per_token_loss + penalty, per_token_loss), selected
+
+
+class Regularizer(NamedTuple):
+    fn: Callable | None
+    """``fn(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef,
+    exclude) -> (per-token loss [M, L], selected [M, L] bool)``; None: the loss is left as it is."""
+    doc: str
+    reference: str = ""
+    reads: tuple[str, ...] = ()
+    fraction_field: str = ""
+    """The config field holding its share of tokens."""
+    draws_tokens: bool = False
+    """Picks tokens at random (needs a key per minibatch)."""
+
+
+COVARIANCE_REGULARIZERS: Registry[Regularizer] = Registry("cov_reg", "covariance regularizer")
+COVARIANCE_REGULARIZERS.register("none", Regularizer(None, "no covariance regularizer"))
+COVARIANCE_REGULARIZERS.register(
+    "clip_cov",
+    Regularizer(
+        _clip_cov,
+        "detach the gradient of a few random tokens of covariance in [cov_low, cov_high]",
+        "Cui et al. 2025, sec. 5",
+        ("clip_cov_fraction", "clip_cov_low", "clip_cov_high"),
+        "clip_cov_fraction",
+        True,
+    ),
+)
+COVARIANCE_REGULARIZERS.register(
+    "kl_cov",
+    Regularizer(
+        _kl_cov,
+        "penalise |log pi - log pi_old| on the tokens of largest covariance",
+        "Cui et al. 2025, sec. 5",
+        ("kl_cov_fraction", "kl_cov_coef"),
+        "kl_cov_fraction",
+    ),
+)
+
+
 def covariance_regularized_loss(
     regularizer: str,
     per_token_loss: jax.Array,
@@ -107,17 +163,22 @@ def covariance_regularized_loss(
     ``kl_cov`` adds ``kl_coef * |log_prob - old_log_prob|`` on the selected tokens
     (``fraction`` is k; ``key``, ``cov_low``, ``cov_high`` unused). Masked tokens keep loss 0.
     """
-    if regularizer not in COVARIANCE_REGULARIZERS:
-        raise ValueError(f"unknown covariance regularizer {regularizer!r}; expected one of {COVARIANCE_REGULARIZERS}")
+    entry = COVARIANCE_REGULARIZERS[regularizer]
     per_token_loss = jnp.where(mask, per_token_loss, 0.0)
-    if regularizer == "none":
+    if entry.fn is None:
         return per_token_loss, jnp.zeros(mask.shape, jnp.float32)
     cov = token_covariance(log_prob, advantage, mask)
-    if regularizer == "clip_cov":
-        selected = clip_cov_selection(
-            cov, mask, key, fraction=fraction, cov_low=cov_low, cov_high=cov_high, exclude=already_clipped
-        )
-        return jnp.where(selected, 0.0, per_token_loss), selected.astype(jnp.float32)
-    selected = kl_cov_selection(cov, mask, fraction=fraction)
-    penalty = kl_coef * jnp.abs(jnp.where(mask, log_prob - old_log_prob, 0.0))
-    return jnp.where(selected, per_token_loss + penalty, per_token_loss), selected.astype(jnp.float32)
+    loss, selected = entry.fn(
+        cov,
+        per_token_loss,
+        log_prob,
+        old_log_prob,
+        mask,
+        key,
+        fraction=fraction,
+        cov_low=cov_low,
+        cov_high=cov_high,
+        kl_coef=kl_coef,
+        exclude=already_clipped,
+    )
+    return loss, selected.astype(jnp.float32)

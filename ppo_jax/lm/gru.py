@@ -24,7 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax.initializers import orthogonal
-from ppo_jax.lm.copy_task import EOS, PAD
+from ppo_jax.lm.tokens import EOS, PAD
 
 
 class SeqModel(nn.Module):

@@ -17,6 +17,9 @@ sum runs over response tokens only:
 | ``seq-mean-token-sum``        | mean over present i of sum_t loss       |                                        |
 | ``seq-mean-token-sum-norm``   | sum_{i,t} loss / (present rows x L)     | Dr. GRPO (Liu et al. 2025)             |
 
+``LOSS_AGGREGATIONS`` is the table (``cfg.loss_agg``): each entry is a function of the
+masked losses ``[M, L]``, the row lengths ``n_i [M]`` and the number of present rows.
+
 Rows without response tokens (e.g. groups dropped by dynamic sampling) are absent:
 they add nothing and are not counted. With no response token at all the result is 0.
 
@@ -38,10 +41,54 @@ Where the frameworks differ (verl ``core_algos.agg_loss``, 2026; TRL ``GRPOTrain
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
-LOSS_AGGREGATIONS = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+from ppo_jax.registry import Registry
+
+
+class Aggregation(NamedTuple):
+    fn: Callable
+    """``fn(losses [M, L] (0 off the mask), lengths [M], num_present) -> scalar``."""
+    doc: str
+    reference: str = ""
+
+
+LOSS_AGGREGATIONS: Registry[Aggregation] = Registry("loss_agg", "loss aggregation")
+LOSS_AGGREGATIONS.register(
+    "token-mean",
+    Aggregation(
+        lambda losses, lengths, present: losses.sum() / jnp.maximum(lengths.sum(), 1),
+        "sum of the token losses / response tokens",
+        "Yu et al. 2025 (DAPO), sec. 3.3; PPO-RLHF",
+    ),
+)
+LOSS_AGGREGATIONS.register(
+    "seq-mean-token-mean",
+    Aggregation(
+        lambda losses, lengths, present: (losses.sum(-1) / jnp.maximum(lengths, 1)).sum() / present,
+        "mean over present responses of each one's token mean",
+        "Shao et al. 2024 (GRPO), eq. 3",
+    ),
+)
+LOSS_AGGREGATIONS.register(
+    "seq-mean-token-sum",
+    Aggregation(
+        lambda losses, lengths, present: losses.sum() / present,
+        "mean over present responses of each one's token sum",
+    ),
+)
+LOSS_AGGREGATIONS.register(
+    "seq-mean-token-sum-norm",
+    Aggregation(
+        lambda losses, lengths, present: losses.sum() / (present * losses.shape[-1]),
+        "sum of the token losses / (present responses x L)",
+        "Liu et al. 2025 (Dr. GRPO)",
+    ),
+)
 
 
 def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:
@@ -50,15 +97,8 @@ def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:
     Masked entries enter through ``jnp.where``: they get exactly zero gradient
     even when they hold inf or NaN.
     """
+    aggregation = LOSS_AGGREGATIONS[mode]
     losses = jnp.where(mask, per_token, 0.0)
     lengths = mask.sum(-1)
     num_present = jnp.maximum((lengths > 0).sum(), 1)
-    if mode == "token-mean":
-        return losses.sum() / jnp.maximum(lengths.sum(), 1)
-    if mode == "seq-mean-token-mean":
-        return (losses.sum(-1) / jnp.maximum(lengths, 1)).sum() / num_present
-    if mode == "seq-mean-token-sum":
-        return losses.sum() / num_present
-    if mode == "seq-mean-token-sum-norm":
-        return losses.sum() / (num_present * mask.shape[-1])
-    raise ValueError(f"unknown loss aggregation {mode!r}; expected one of {LOSS_AGGREGATIONS}")
+    return aggregation.fn(losses, lengths, num_present)

@@ -1,7 +1,7 @@
-"""The models of a run, by ``cfg.model``: the causal transformer (``transformer.py``) or the GRU (``gru.py``).
+"""The models of a run, by ``cfg.model`` (``MODELS``): the causal transformer (``transformer.py``) or the GRU (``gru.py``).
 
-Both architectures share one interface, which this module dispatches on the
-module's type: ``init_params(model, key)``, ``run(model, params, tokens [B, T])
+Every architecture's module has one interface, which this module dispatches on the
+model's class (the module defining it): ``init_params(model, key)``, ``run(model, params, tokens [B, T])
 -> [B, T, out_dim]`` (teacher forcing) and ``generate(model, params, key, prompt
 [B, P], L) -> [B, L]`` (temperature-1 sampling, PAD after the first EOS). A run
 has a policy (actor and reference; ``out_dim = vocab``, head gain 0.01) and a
@@ -10,13 +10,18 @@ scalar model (critic and reward model; one output), of one architecture.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from types import ModuleType
 from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from ppo_jax.errors import ConfigError
 from ppo_jax.lm import gru, problems, transformer
+from ppo_jax.registry import Registry
 
 
 class Models(NamedTuple):
@@ -24,23 +29,63 @@ class Models(NamedTuple):
     scalar: nn.Module  # critic and reward model: one output
 
 
-def make_models(cfg) -> Models:
-    vocab = problems.vocab_size(cfg)
-    if cfg.model == "gru":
-        sizes = dict(vocab_size=vocab, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim)
-        return Models(gru.SeqModel(out_dim=vocab, head_gain=0.01, **sizes), gru.SeqModel(out_dim=1, **sizes))
-    sizes = dict(
+class Architecture(NamedTuple):
+    build: Callable
+    """``build(cfg, vocab, out_dim, **head) -> nn.Module`` (head: ``head_gain`` of the policy)."""
+    doc: str
+    reference: str = ""
+    reads: tuple[str, ...] = ()
+    check: Callable = lambda cfg: None
+    """``check(cfg)``: ConfigError for sizes it cannot build, before anything compiles."""
+
+
+def _gru(cfg, vocab, out_dim, **head):
+    return gru.SeqModel(vocab_size=vocab, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim, out_dim=out_dim, **head)
+
+
+def _transformer(cfg, vocab, out_dim, **head):
+    return transformer.Decoder(
+        out_dim=out_dim,
+        **head,
         vocab_size=vocab,
         max_len=problems.prompt_len(cfg) + problems.response_len(cfg),
         model_dim=cfg.model_dim,
         num_layers=cfg.num_layers,
         num_heads=cfg.num_heads,
     )
-    return Models(transformer.Decoder(out_dim=vocab, head_gain=0.01, **sizes), transformer.Decoder(out_dim=1, **sizes))
 
 
-def _module(model: nn.Module):
-    return transformer if isinstance(model, transformer.Decoder) else gru
+def _check_transformer(cfg) -> None:
+    if cfg.model_dim % cfg.num_heads:
+        raise ConfigError(
+            f"num_heads={cfg.num_heads} does not divide model_dim={cfg.model_dim}; "
+            f"choose num_heads among {[d for d in range(1, cfg.model_dim + 1) if cfg.model_dim % d == 0]}."
+        )
+
+
+MODELS: Registry[Architecture] = Registry("model", "model architecture")
+MODELS.register(
+    "transformer",
+    Architecture(
+        _transformer,
+        "causal decoder with a key-value cache",
+        "Vaswani et al. 2017; Radford et al. 2019",
+        ("model_dim", "num_layers", "num_heads"),
+        _check_transformer,
+    ),
+)
+MODELS.register("gru", Architecture(_gru, "GRU over tokens", "Cho et al. 2014", ("embed_dim", "hidden_dim")))
+
+
+def make_models(cfg) -> Models:
+    vocab = problems.vocab_size(cfg)
+    build = MODELS[cfg.model].build
+    return Models(build(cfg, vocab, vocab, head_gain=0.01), build(cfg, vocab, 1))
+
+
+def _module(model: nn.Module) -> ModuleType:
+    """The module that defines ``model``'s class: it has the ``init_params``, ``run`` and ``generate`` of its models."""
+    return sys.modules[type(model).__module__]
 
 
 def init_params(model: nn.Module, key: jax.Array):

@@ -11,28 +11,32 @@ a over b with probability ``sigmoid((s_a - s_b) / bt_temperature)``, ``s`` the
 programmatic score. The loss is the Bradley-Terry negative log-likelihood
 ``-log sigmoid(r_chosen - r_rejected)``. Being a proxy fitted to demonstrator
 data, it can be over-optimised (Gao et al. 2022), so runs also record the
-programmatic score.
+programmatic score. ``REWARD_MODELS`` is the table of sequence scores (``cfg.reward_model``):
+the programmatic one or the learned one.
 
 Shapes: prompts ``[B, P]``, responses ``[B, L]``, scores ``[B]`` float32.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ppo_jax.lm import copy_task, problems
+from ppo_jax.lm import problems, tokens
 from ppo_jax.lm.models import run, score_at
 from ppo_jax.lm.sft import fit
+from ppo_jax.lm.verifier import verifiable_reward
+from ppo_jax.registry import Registry
 
 
 def learned_score(model: nn.Module, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
     """The reward model's scalar at the response's last token (EOS, or the last one at the maximum length); ``[B]``."""
-    outputs = run(model, params, copy_task.join(prompt, response))
-    return score_at(outputs, prompt.shape[-1] + copy_task.response_length(response) - 1)
+    outputs = run(model, params, tokens.join(prompt, response))
+    return score_at(outputs, prompt.shape[-1] + tokens.response_length(response) - 1)
 
 
 class PreferencePairs(NamedTuple):
@@ -81,3 +85,45 @@ def pairwise_accuracy(pred_a: jax.Array, pred_b: jax.Array, true_a: jax.Array, t
         pred_a == pred_b, 0.5, (jnp.sign(pred_a - pred_b) == jnp.sign(true_a - true_b)).astype(jnp.float32)
     )
     return jnp.where(decided, agree, 0.0).sum() / jnp.maximum(decided.sum(), 1)
+
+
+class RewardSource(NamedTuple):
+    score: Callable
+    """``score(cfg, model, params, prompt [B, P], response [B, L], verdict) -> [B]``: the sequence score before the
+    overlong punishment (``model``, ``params``: the scalar model and the trained reward model's parameters)."""
+    trained: bool
+    """A reward model is trained in pretraining (``train_reward_model``)."""
+    doc: str
+    reference: str = ""
+    reads: tuple[str, ...] = ()
+
+
+def _programmatic(cfg, model, params, prompt, response, verdict):
+    return verifiable_reward(verdict.score, verdict.well_formed, format_reward=cfg.format_reward)
+
+
+def _learned(cfg, model, params, prompt, response, verdict):
+    return learned_score(model, params, prompt, response)
+
+
+REWARD_MODELS: Registry[RewardSource] = Registry("reward_model", "reward model")
+REWARD_MODELS.register(
+    "programmatic",
+    RewardSource(
+        _programmatic,
+        False,
+        "the problem's verifier (+ format reward)",
+        "Guo et al. 2025 (DeepSeek-R1), sec. 2.2.2",
+        ("format_reward",),
+    ),
+)
+REWARD_MODELS.register(
+    "learned",
+    RewardSource(
+        _learned,
+        True,
+        "a Bradley-Terry model of the verifier's noisy preferences",
+        "Christiano et al. 2017; Ouyang et al. 2022",
+        ("rm_steps", "rm_lr", "bt_temperature"),
+    ),
+)

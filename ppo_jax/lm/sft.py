@@ -26,9 +26,10 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from ppo_jax.lm import copy_task, problems
+from ppo_jax.lm import problems, tokens
 from ppo_jax.lm.models import response_outputs
 from ppo_jax.lm.pass_rates import sampled_correct
+from ppo_jax.lm.token_math import masked_mean, token_log_probs
 
 
 class SftResult(NamedTuple):
@@ -38,20 +39,10 @@ class SftResult(NamedTuple):
     steps: jax.Array  # int32: the steps taken
 
 
-def token_log_probs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
-    """``log softmax(logits)[tokens]``: logits ``[..., V]``, tokens ``[...]`` -> ``[...]``."""
-    return jnp.take_along_axis(jax.nn.log_softmax(logits, -1), tokens[..., None].astype(jnp.int32), -1)[..., 0]
-
-
-def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
-    """Mean of ``x`` over the True entries of ``mask`` (same shape); masked entries get zero gradient."""
-    return jnp.where(mask, x, 0.0).sum() / jnp.maximum(mask.sum(), 1)
-
-
 def demonstration_nll(model: nn.Module, params, prompt: jax.Array, response: jax.Array) -> jax.Array:
     """Mean NLL per response token (EOS included, padding excluded) of ``response [B, L]`` given ``prompt [B, P]``."""
-    logits = response_outputs(model, params, copy_task.join(prompt, response), prompt.shape[-1])
-    return masked_mean(-token_log_probs(logits, response), copy_task.response_mask(response))
+    logits = response_outputs(model, params, tokens.join(prompt, response), prompt.shape[-1])
+    return masked_mean(-token_log_probs(logits, response), tokens.response_mask(response))
 
 
 def fit(

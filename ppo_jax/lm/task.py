@@ -11,78 +11,16 @@ from __future__ import annotations
 
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.lm.config import PRETRAIN_FIELDS, LmConfig, RlhfConfig
+from ppo_jax.lm.metrics import LM_EVAL_NAMES, LM_METRIC_NAMES, RLHF_METRIC_NAMES
 from ppo_jax.task_contract import Task
 
-LOSS_METRICS = ("policy_loss", "value_loss", "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "loss")
 
-RLHF_METRIC_NAMES = (
-    "score",
-    "true_score",
-    "kl_ref",
-    "kl_ref_sample",
-    "response_length",
-    "eos_fraction",
-    "entropy",
-    "total_reward",
-    *LOSS_METRICS,
-    "learning_rate",
-    NON_FINITE,
-)
-"""Per-update metrics of the rlhf task, each the mean over the update's sequences (rollout) or its minibatch steps
-(loss terms): score (the reward model's, or the programmatic one), true_score (programmatic), kl_ref (sum over
-response tokens of the exact KL(pi || pi_ref) per state), kl_ref_sample (sum of log pi - log pi_ref at the sampled
-tokens: the quantity in the reward), response_length (tokens, EOS included), eos_fraction, entropy (per response
-token), total_reward (score - beta * kl_ref_sample), the PPO loss terms per response token, the learning rate in
-effect, and non_finite (1.0 when the loss or the training state is NaN or infinite after the update:
-``ppo_jax.scan_updates``)."""
-METRIC_NAMES = RLHF_METRIC_NAMES  # the name before 0.3.0
+def _engine():
+    """``ppo_jax.lm.train``, imported on first use (see ``ppo_jax.task_contract``)."""
+    from ppo_jax.lm import train
 
-LM_METRIC_NAMES = (
-    "accuracy",
-    "reward",
-    "pass_at_group",
-    "well_formed",
-    "response_length",
-    "truncated",
-    "length_correct",
-    "length_incorrect",
-    "sample_entropy",
-    "entropy",
-    "kl_ref",
-    "kl_ref_estimate",
-    "zero_variance_groups",
-    "kept_fraction",
-    "beta",
-    "policy_loss",
-    "kl_loss",
-    "value_loss",
-    "approx_kl",
-    "clip_low",
-    "clip_high",
-    "clip_dual",
-    "ratio_min",
-    "ratio_max",
-    "cov_picked",
-    "explained_variance",
-    "grad_norm",
-    "loss",
-    "learning_rate",
-    NON_FINITE,
-)
-"""Per-update metrics of the lm task. Rollout (over the update's sequences): accuracy (sampled pass@1: the share of
-responses exactly right), reward (the sequence score the advantages use: correctness + format reward + overlong
-punishment, or the reward model's), pass_at_group (share of prompts with a right response among its group),
-well_formed, response_length (tokens, EOS included), truncated (share cut at max_response_len without EOS),
-length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none),
-sample_entropy (exact entropy per response token of the policy that sampled, mean over the update's tokens), kl_ref
-(exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the configured estimator, summed), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
-(share of sequences in the loss: below 1 only with dynamic sampling), beta (the KL coefficient in effect). Loss (mean
-over the minibatch steps): entropy (exact, per response token, of the policy being trained, aggregated as the loss),
-policy_loss, kl_loss (the KL term before beta; 0 unless kl_mode is loss), value_loss
-(0 without a critic), approx_kl (to the sampling policy), clip_low / clip_high / clip_dual (share of response tokens
-whose gradient the lower clip, the upper clip, or the dual clip bound took: ``policy_objectives.ClipStats``),
-ratio_min / ratio_max (per minibatch, averaged), cov_picked (share of tokens Clip-Cov or KL-Cov picked),
-explained_variance (NaN without a critic), grad_norm, loss, learning_rate; non_finite."""
+    return train
+
 
 RLHF = Task(
     name="rlhf",
@@ -90,7 +28,7 @@ RLHF = Task(
     metric_names=RLHF_METRIC_NAMES,
     score="true_score",
     final_fraction=0.1,
-    engine="ppo_jax.lm.train",
+    engine=_engine,
     score_label="programmatic score",
     summed_metrics=(NON_FINITE,),
     reported=("score", "true_score", "kl_ref", "response_length", "entropy"),
@@ -109,9 +47,9 @@ LM = Task(
     metric_names=LM_METRIC_NAMES,
     score="accuracy",
     final_fraction=0.1,
-    engine="ppo_jax.lm.train",
+    engine=_engine,
     score_label="sampled pass@1",
-    eval_names=("eval_pass_at_1", "eval_pass_at_group"),
+    eval_names=LM_EVAL_NAMES,
     summed_metrics=(NON_FINITE,),
     reported=("accuracy", "sample_entropy", "response_length", "kl_ref", "kl_ref_estimate"),
     env_field="problem",

@@ -26,12 +26,12 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.lm import covariance_regularizers as cov
-from ppo_jax.lm.kl_estimators import kl_estimate
+from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS, covariance_regularized_loss
+from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.loss_aggregation import aggregate
 from ppo_jax.lm.models import run
-from ppo_jax.lm.policy_objectives import policy_loss
-from ppo_jax.lm.sft import masked_mean, token_log_probs
+from ppo_jax.lm.policy_objectives import POLICY_LOSSES, policy_loss
+from ppo_jax.lm.token_math import masked_explained_variance, masked_mean, token_log_probs
 from ppo_jax.losses import value_loss
 
 
@@ -46,18 +46,6 @@ class SequenceBatch(NamedTuple):
     advantage: jax.Array  # [M, L]
     target: jax.Array  # [M, L] value target; 0 without a critic
     cov_key: jax.Array  # [M] keys: Clip-Cov draws its tokens with the minibatch's first
-
-
-def masked_explained_variance(prediction: jax.Array, target: jax.Array, mask: jax.Array) -> jax.Array:
-    """1 - Var[target - prediction] / Var[target] over the masked entries; NaN if the target is constant there."""
-
-    def var(x):
-        return masked_mean((x - masked_mean(x, mask)) ** 2, mask)
-
-    var_target = var(target)
-    return jnp.where(
-        var_target > 0, 1.0 - var(target - prediction) / jnp.where(var_target > 0, var_target, 1.0), jnp.nan
-    )
 
 
 def loss_from_outputs(
@@ -90,9 +78,9 @@ def loss_from_outputs(
         dual_clip_c=cfg.dual_clip_c,
     )
     metrics = {}
-    if cfg.cov_reg != "none":
-        clip_cov = cfg.cov_reg == "clip_cov"
-        per_token, picked = cov.covariance_regularized_loss(
+    regularizer = COVARIANCE_REGULARIZERS[cfg.cov_reg]
+    if regularizer.fn is not None:
+        per_token, picked = covariance_regularized_loss(
             cfg.cov_reg,
             per_token,
             log_prob,
@@ -100,11 +88,11 @@ def loss_from_outputs(
             advantage,
             mask,
             batch.cov_key[0],
-            fraction=cfg.clip_cov_fraction if clip_cov else cfg.kl_cov_fraction,
+            fraction=getattr(cfg, regularizer.fraction_field),
             cov_low=cfg.clip_cov_low,
             cov_high=cfg.clip_cov_high,
             kl_coef=cfg.kl_cov_coef,
-            already_clipped=((clip.low + clip.high) > 0) if cfg.policy_loss == "clip" else None,
+            already_clipped=((clip.low + clip.high) > 0) if POLICY_LOSSES[cfg.policy_loss].zeroes_clipped else None,
         )
         metrics["cov_picked"] = masked_mean(picked, mask)
     log_ratio = log_prob - batch.log_prob
@@ -131,7 +119,7 @@ def loss_from_outputs(
         metrics["explained_variance"] = masked_explained_variance(values, batch.target, mask)
         loss = loss + cfg.vf_coef * metrics["value_loss"]
     loss = loss - cfg.ent_coef * metrics["entropy"]
-    if cfg.kl_mode == "loss":
+    if KL_MODES[cfg.kl_mode].in_loss:
         metrics["kl_loss"] = aggregate(kl_estimate(log_prob, batch.ref_log_prob, cfg.kl_estimator), mask, cfg.loss_agg)
         loss = loss + beta * metrics["kl_loss"]
     return loss, metrics

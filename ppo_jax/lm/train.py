@@ -13,7 +13,7 @@ itself), ``evaluate`` and ``params_tree``.
 Each update (Ziegler et al. 2019; Ouyang et al. 2022; Shao et al. 2024): sample
 ``num_prompts`` prompts and ``group_size`` responses to each; the actor and the
 reference give per-token log-probs, the problem's verifier (or the reward model)
-a score per sequence; ``rewards`` / ``group_advantages`` turn the score (and a
+a score per sequence; ``rewards`` / ``advantages`` turn the score (and a
 KL penalty with ``kl_mode: reward``) into per-token advantages; then
 ``update_epochs`` passes of shuffled minibatches of whole sequences minimise
 ``token_loss.sequence_loss``. With ``kl_adaptive`` the KL coefficient follows
@@ -32,16 +32,19 @@ from jax import lax
 
 from ppo_jax import distributions, threefry_cpu
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.lm import copy_task, group_advantages, problems, verifier
+from ppo_jax.lm import problems, tokens, verifier
+from ppo_jax.lm.advantages import estimate, sequence_returns, zero_variance_groups
 from ppo_jax.lm.config import LmConfig
-from ppo_jax.lm.kl_estimators import kl_estimate
+from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
+from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
+from ppo_jax.lm.metrics import eval_names, metric_names
 from ppo_jax.lm.models import Models, generate, init_params, make_models, run
 from ppo_jax.lm.pass_rates import sampled_pass_rates
-from ppo_jax.lm.reward_model import learned_score, train_reward_model
-from ppo_jax.lm.rewards import advantages, place_score
-from ppo_jax.lm.sft import masked_mean, sft, token_log_probs
-from ppo_jax.lm.task import task_of
+from ppo_jax.lm.reward_model import REWARD_MODELS, train_reward_model
+from ppo_jax.lm.rewards import place_score
+from ppo_jax.lm.sft import sft
 from ppo_jax.lm.token_loss import SequenceBatch, sequence_loss
+from ppo_jax.lm.token_math import masked_mean, token_log_probs
 from ppo_jax.lm.validation import validate
 from ppo_jax.minibatch_epochs import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
@@ -80,7 +83,7 @@ def pretrain(cfg: LmConfig, key: jax.Array) -> Pretrained:
     tuned = sft(cfg, models.policy, init_params(models.policy, policy_key), sft_key)
     rm_params = init_params(models.scalar, rm_init_key)
     rm_loss = jnp.zeros((0,), jnp.float32)
-    if cfg.reward_model == "learned":
+    if REWARD_MODELS[cfg.reward_model].trained:
         rm_params, rm_loss = train_reward_model(cfg, models.scalar, rm_params, rm_key)
     return Pretrained(tuned.params, rm_params, tuned.loss, rm_loss, tuned.accuracy, tuned.steps)
 
@@ -95,46 +98,37 @@ def rollout(
     prompt_key, sample_key = jax.random.split(key)
     prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, cfg.num_prompts), cfg.group_size, axis=0)
     response = generate(models.policy, params["actor"], sample_key, prompt, problems.response_len(cfg))
-    sequence, mask = copy_task.join(prompt, response), copy_task.response_mask(response)
+    sequence, mask = tokens.join(prompt, response), tokens.response_mask(response)
     inputs, start = sequence[:, :-1], prompt.shape[-1] - 1
     logits = run(models.policy, params["actor"], inputs)[:, start:]
     ref_logits = run(models.policy, pretrained.sft, inputs)[:, start:]
     log_prob, ref_log_prob = token_log_probs(logits, response), token_log_probs(ref_logits, response)
 
     verdict = problems.verify(cfg, prompt, response)
-    if cfg.reward_model == "learned":
-        score = learned_score(models.scalar, pretrained.reward_model, prompt, response)
-    else:
-        score = verifier.verifiable_reward(verdict.score, verdict.well_formed, format_reward=cfg.format_reward)
+    score = REWARD_MODELS[cfg.reward_model].score(
+        cfg, models.scalar, pretrained.reward_model, prompt, response, verdict
+    )
     if cfg.overlong_buffer:
         length = problems.response_len(cfg)
         score = score + cfg.overlong_coef * verifier.overlong_penalty(response, length, cfg.overlong_buffer)
     kl_tokens = jnp.where(mask, kl_estimate(log_prob, ref_log_prob, cfg.kl_estimator), 0.0)
     rewards = place_score(score, mask)
-    if cfg.kl_mode == "reward":
+    if KL_MODES[cfg.kl_mode].in_reward:
         rewards = jnp.where(mask, -beta * kl_tokens, 0.0) + rewards
     if cfg.uses_critic:
         values = run(models.scalar, params["critic"], inputs)[:, start:, 0]
-        adv, targets = advantages(
-            rewards,
-            values,
-            mask,
-            gamma=cfg.gamma,
-            gae_lambda=cfg.gae_lambda,
-            critic_lambda=cfg.critic_lambda,
-            mode=cfg.advantage,
-        )
+        adv, targets = estimate(cfg.advantage, rewards, mask, values, cfg)
         values = jnp.where(mask, values, 0.0)
     else:
-        adv = group_advantages.advantages(cfg.advantage, rewards, mask, group_size=cfg.group_size, eps=cfg.adv_eps)
+        adv = estimate(cfg.advantage, rewards, mask, None, cfg)[0]
         values = targets = jnp.zeros_like(adv)
-    returns = group_advantages.sequence_returns(rewards, mask)
+    returns = sequence_returns(rewards, mask)
     if cfg.group_size > 1:
-        zero_variance = group_advantages.zero_variance_groups(returns, cfg.group_size)
+        zero_variance = zero_variance_groups(returns, cfg.group_size)
     else:  # a group of one compares nothing
         zero_variance = jnp.zeros(returns.shape, bool)
     keep = ~zero_variance if cfg.dynamic_sampling else jnp.ones_like(zero_variance)
-    if cfg.cov_reg == "clip_cov":
+    if COVARIANCE_REGULARIZERS[cfg.cov_reg].draws_tokens:
         cov_keys = jax.random.split(jax.random.fold_in(key, 1), cfg.num_sequences)
     else:
         cov_keys = jnp.zeros((cfg.num_sequences,), jnp.uint32)
@@ -153,7 +147,7 @@ def rollout(
         "pass_at_group": verdict.correct.reshape(cfg.num_prompts, cfg.group_size).max(-1).mean(),
         "well_formed": verdict.well_formed.mean(dtype=jnp.float32),
         "response_length": lengths.mean(),
-        "truncated": 1.0 - (response == copy_task.EOS).any(-1).mean(dtype=jnp.float32),
+        "truncated": 1.0 - tokens.ended(response).mean(dtype=jnp.float32),
         "length_correct": mean_where(lengths, correct),
         "length_incorrect": mean_where(lengths, ~correct),
         "sample_entropy": masked_mean(distributions.entropy(dist), mask),
@@ -166,7 +160,7 @@ def rollout(
         # the names of the rlhf task (before 0.3.0)
         "score": score.mean(),
         "true_score": verdict.score.mean(),
-        "eos_fraction": (response == copy_task.EOS).any(-1).mean(dtype=jnp.float32),
+        "eos_fraction": tokens.ended(response).mean(dtype=jnp.float32),
         "total_reward": rewards.sum(-1).mean(),
     }
     batch = SequenceBatch(sequence, mask & keep[:, None], log_prob, ref_log_prob, values, adv, targets, cov_keys)
@@ -219,10 +213,10 @@ def step(cfg: LmConfig, carry: Carry, update_idx: jax.Array, shared: Pretrained)
         num_minibatches=cfg.num_minibatches,
         update_epochs=cfg.update_epochs,
     )
-    if cfg.kl_adaptive and cfg.kl_mode != "none":
+    if cfg.kl_adaptive and KL_MODES[cfg.kl_mode].active:
         beta = adapted_beta(cfg, beta, metrics["kl_ref_sample"])
     metrics = {**metrics, **loss_metrics, "learning_rate": jnp.asarray(learning_rate, jnp.float32)}
-    names = task_of(cfg).metric_names
+    names = metric_names(cfg)
     absent = {"explained_variance": jnp.float32(jnp.nan)}  # no critic; other absent terms are 0 (no such loss)
     metrics = {name: metrics.get(name, absent.get(name, jnp.float32(0.0))) for name in names if name != NON_FINITE}
     return Carry(train_state, key, beta), metrics
@@ -291,14 +285,14 @@ def describe_shared(cfg: LmConfig, shared: Pretrained) -> dict[str, float]:
         out["sft_nll_per_token"] = float(jnp.mean(shared.sft_loss[max(taken - 50, 0) : taken]))
         accuracy = shared.sft_accuracy[: -(-taken // cfg.sft_eval_every)]
         out["sft_sampled_pass_at_1"] = float(accuracy[-1])
-    if cfg.reward_model == "learned" and cfg.rm_steps:
+    if REWARD_MODELS[cfg.reward_model].trained and cfg.rm_steps:
         out["reward_model_bt_loss"] = float(jnp.mean(shared.rm_loss[-50:]))
     return out
 
 
 def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array) -> dict:
     """pass@1 and pass@group_size of the final policy on ``eval_prompts`` fresh prompts (the task's eval_names)."""
-    if not task_of(cfg).eval_names:
+    if not eval_names(cfg):
         return {}
     models = make_models(cfg)
     pass_at_1, pass_at_group = sampled_pass_rates(

@@ -10,20 +10,9 @@ import numpy as np
 from ppo_jax.config_fields import check_choice, check_leaf_shapes, check_positive_ints, check_range, is_concrete
 from ppo_jax.errors import ConfigError, RelationError
 from ppo_jax.lm import problems
-from ppo_jax.lm.config import (
-    ADVANTAGES,
-    COV_REGS,
-    GROUP_ADVANTAGES,
-    KL_ESTIMATORS,
-    KL_MODES,
-    LOSS_AGGS,
-    MODELS,
-    POLICY_LOSSES,
-    PROBLEMS,
-    RATIOS,
-    REWARD_MODELS,
-    LmConfig,
-)
+from ppo_jax.lm.advantages import ESTIMATORS
+from ppo_jax.lm.config import SWITCH_TABLES, LmConfig
+from ppo_jax.lm.models import MODELS
 from ppo_jax.schedules import SCHEDULES
 
 
@@ -55,22 +44,11 @@ def validate(cfg: LmConfig) -> LmConfig:
         ),
         allow_zero=("max_response_len", "overlong_buffer", "sft_steps", "rm_steps", "eval_prompts"),
     )
-    for name, choices in (
-        ("problem", PROBLEMS),
-        ("model", MODELS),
-        ("reward_model", REWARD_MODELS),
-        ("advantage", ADVANTAGES),
-        ("ratio", RATIOS),
-        ("policy_loss", POLICY_LOSSES),
-        ("loss_agg", LOSS_AGGS),
-        ("kl_mode", KL_MODES),
-        ("kl_estimator", KL_ESTIMATORS),
-        ("cov_reg", COV_REGS),
-        ("lr_schedule", SCHEDULES),
-    ):
-        check_choice(name, getattr(cfg, name), choices)
-    if cfg.problem == "copy" and cfg.vocab_size < 3:
-        raise ConfigError(f"vocab_size must be at least 3 (PAD, EOS and one content token), got {cfg.vocab_size}.")
+    for table in SWITCH_TABLES:
+        table.check(getattr(cfg, table.field))
+    check_choice("lr_schedule", cfg.lr_schedule, SCHEDULES)
+    problems.problem_of(cfg).check(cfg)
+    MODELS[cfg.model].check(cfg)
     needed = problems.min_response_len(cfg)
     if cfg.max_response_len and cfg.max_response_len < needed:
         raise ConfigError(
@@ -81,23 +59,13 @@ def validate(cfg: LmConfig) -> LmConfig:
         raise ConfigError(
             f"scratchpad_filler must be >= 0 (random digits opening a scratchpad), got {cfg.scratchpad_filler}."
         )
-    if cfg.problem == "sort" and cfg.scratchpad and cfg.digits > 9:
-        raise ConfigError(
-            f"the sort scratchpad writes each digit's count as one digit, so it sorts at most 9 digits, got "
-            f"digits={cfg.digits}: use digits <= 9 or no scratchpad."
-        )
-    if cfg.model == "transformer" and cfg.model_dim % cfg.num_heads:
-        raise ConfigError(
-            f"num_heads={cfg.num_heads} does not divide model_dim={cfg.model_dim}; "
-            f"choose num_heads among {[d for d in range(1, cfg.model_dim + 1) if cfg.model_dim % d == 0]}."
-        )
     if cfg.num_sequences % cfg.num_minibatches:
         n = cfg.num_sequences
         raise ConfigError(
             f"num_prompts x group_size = {n} sequences do not split into num_minibatches={cfg.num_minibatches} "
             f"equal minibatches; choose num_minibatches among {[d for d in range(1, n + 1) if n % d == 0]}."
         )
-    if cfg.group_size < 2 and (cfg.advantage in GROUP_ADVANTAGES or cfg.dynamic_sampling):
+    if cfg.group_size < 2 and (ESTIMATORS[cfg.advantage].needs_groups or cfg.dynamic_sampling):
         what = "dynamic_sampling" if cfg.dynamic_sampling else f"advantage {cfg.advantage!r}"
         raise ConfigError(
             f"{what} compares the responses to one prompt, so it needs group_size >= 2 (got {cfg.group_size}); "

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm.copy_task import end_at_eos, response_length, response_mask
+from ppo_jax.lm.tokens import end_at_eos, response_length, response_mask
 from ppo_jax.lm.vocabulary import ANSWER, EOS, PAD, is_digit
 
 

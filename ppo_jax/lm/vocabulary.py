@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm import copy_task
-from ppo_jax.lm.copy_task import EOS, PAD
+from ppo_jax.lm import tokens
+from ppo_jax.lm.tokens import EOS, PAD
 
 SYMBOLS = "_.0123456789+=|"
 DIGIT_0 = 2
@@ -57,7 +57,7 @@ def add_token_noise(key: jax.Array, clean: jax.Array, noise: jax.typing.ArrayLik
     flip_key, token_key = jax.random.split(key)
     flip = jax.random.uniform(flip_key, intended.shape) < noise
     replacement = jax.random.randint(token_key, intended.shape, EOS, VOCAB_SIZE, dtype=jnp.int32)
-    return copy_task.end_at_eos(jnp.where(flip, replacement, intended))
+    return tokens.end_at_eos(jnp.where(flip, replacement, intended))
 
 
 def written_demonstration(

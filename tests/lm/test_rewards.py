@@ -1,24 +1,34 @@
 """Rewards, masks and the loss of token-level PPO, against NumPy loops and cases worked by hand."""
 
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm import copy_task
+from ppo_jax.lm import copy_task, tokens
+from ppo_jax.lm.advantages import estimate
 from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.lm.copy_task import score as programmatic_score
 from ppo_jax.lm.reward_model import bradley_terry_loss, pairwise_accuracy
-from ppo_jax.lm.rewards import advantages, kl_rewards, place_score, token_rewards
+from ppo_jax.lm.rewards import kl_rewards, place_score, token_rewards
 from ppo_jax.lm.token_loss import SequenceBatch, loss_from_outputs
 from ppo_jax.lm.validation import validate
+
+
+def advantages(rewards, values, mask, *, gamma, gae_lambda, mode="gae"):
+    """A critic estimator's ``(advantages, targets)`` through the table, one lambda for the actor and the critic."""
+    cfg = SimpleNamespace(gamma=gamma, gae_lambda=gae_lambda, critic_lambda=gae_lambda)
+    return estimate(mode, rewards, mask, values, cfg)
+
 
 # Under jit: one compilation per function instead of one per eager op (seconds on a loaded 2-core CPU).
 advantages = jax.jit(advantages, static_argnames="mode")
 demonstrate = jax.jit(copy_task.demonstrate, static_argnums=(2, 3))
 
-E, P = copy_task.EOS, copy_task.PAD
+E, P = tokens.EOS, tokens.PAD
 # Four responses of different lengths (L = 5): EOS at 2, EOS at 0, no EOS (cut at L), EOS at 1.
 RESPONSES = np.array(
     [
@@ -33,16 +43,16 @@ LAST = [2, 0, 4, 1]  # worked by hand: the position of each response's last toke
 
 
 def test_response_mask_and_length():
-    mask = np.asarray(copy_task.response_mask(RESPONSES))
+    mask = np.asarray(tokens.response_mask(RESPONSES))
     expected = np.array([[t <= last for t in range(5)] for last in LAST])
     np.testing.assert_array_equal(mask, expected)
-    np.testing.assert_array_equal(copy_task.response_length(RESPONSES), [3, 1, 5, 2])
+    np.testing.assert_array_equal(tokens.response_length(RESPONSES), [3, 1, 5, 2])
     # Tokens after the first EOS become PAD.
-    np.testing.assert_array_equal(copy_task.end_at_eos(np.array([[3, E, 4, E, 5]])), [[3, E, P, P, P]])
+    np.testing.assert_array_equal(tokens.end_at_eos(np.array([[3, E, 4, E, 5]])), [[3, E, P, P, P]])
 
 
 def test_score_lands_on_the_last_token():
-    mask = copy_task.response_mask(RESPONSES)
+    mask = tokens.response_mask(RESPONSES)
     placed = np.asarray(place_score(jnp.array([1.0, 2.0, 3.0, 4.0]), mask))
     expected = np.zeros((4, 5), np.float32)
     for b, last in enumerate(LAST):
@@ -63,7 +73,7 @@ def test_token_rewards_match_a_numpy_loop():
                 expected[b, t] = -beta * (log_prob[b, t] - ref_log_prob[b, t])
             if t == LAST[b]:
                 expected[b, t] += score[b]
-    mask = copy_task.response_mask(RESPONSES)
+    mask = tokens.response_mask(RESPONSES)
     got = token_rewards(score, log_prob, ref_log_prob, mask, beta=jnp.float32(beta))
     np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-7)
     # Padding earns nothing, whatever its log-probs.
@@ -86,7 +96,7 @@ def test_gae_over_responses_matches_a_numpy_loop():
     rng = np.random.default_rng(1)
     rewards = rng.normal(size=(4, 5)).astype(np.float32)
     values = rng.normal(size=(4, 5)).astype(np.float32)
-    mask = copy_task.response_mask(RESPONSES)
+    mask = tokens.response_mask(RESPONSES)
     rewards = np.where(mask, rewards, 0.0).astype(np.float32)
     adv, target = advantages(rewards, values, mask, gamma=jnp.float32(0.9), gae_lambda=jnp.float32(0.8))
     for b in range(4):
@@ -99,7 +109,7 @@ def test_gae_over_responses_matches_a_numpy_loop():
 
 def test_score_alone_reaches_every_token_with_gamma_lambda_one():
     # gamma = lambda = 1, V = 0, only a score of 2 at the end: every response token's advantage is 2.
-    mask = copy_task.response_mask(RESPONSES)
+    mask = tokens.response_mask(RESPONSES)
     rewards = place_score(jnp.full((4,), 2.0), mask)
     adv, _ = advantages(rewards, jnp.zeros((4, 5)), mask, gamma=1.0, gae_lambda=1.0)
     np.testing.assert_array_equal(adv, np.where(np.asarray(mask), 2.0, 0.0))
@@ -108,7 +118,7 @@ def test_score_alone_reaches_every_token_with_gamma_lambda_one():
 def test_broadcast_advantage_worked_by_hand():
     # Response 0 (3 tokens): rewards 0.1, -0.2, 1.0 (score), V(s_0) = 0.5, gamma = 1:
     # sequence return 0.9, advantage 0.9 - 0.5 = 0.4 on each of its 3 tokens, 0 on padding.
-    mask = copy_task.response_mask(RESPONSES[:1])
+    mask = tokens.response_mask(RESPONSES[:1])
     rewards = jnp.array([[0.1, -0.2, 1.0, 0.0, 0.0]])
     values = jnp.array([[0.5, 7.0, 7.0, 7.0, 7.0]])
     adv, _ = advantages(rewards, values, mask, gamma=1.0, gae_lambda=0.95, mode="broadcast")
@@ -119,8 +129,8 @@ def test_masked_tokens_get_exactly_zero_gradient():
     prompt_len, num, length, vocab = 3, 4, 5, 10
     rng = np.random.default_rng(2)
     prompt = rng.integers(2, vocab, size=(num, prompt_len)).astype(np.int32)
-    sequence = copy_task.join(prompt, RESPONSES)
-    mask = copy_task.response_mask(RESPONSES)
+    sequence = tokens.join(prompt, RESPONSES)
+    mask = tokens.response_mask(RESPONSES)
     batch = SequenceBatch(
         sequence=sequence,
         mask=mask,

@@ -10,9 +10,9 @@ import pytest
 from ppo_jax.lm import copy_task
 from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.lm.copy_task import score as programmatic_score
+from ppo_jax.lm.metrics import METRIC_NAMES
 from ppo_jax.lm.reward_model import learned_score, pairwise_accuracy, preference_pairs
 from ppo_jax.lm.sft import demonstration_nll
-from ppo_jax.lm.task import METRIC_NAMES
 from ppo_jax.lm.train import make_models, pretrain, train
 
 TINY = RlhfConfig(

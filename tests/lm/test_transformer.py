@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_jax.lm import copy_task
+from ppo_jax.lm import copy_task, tokens
 from ppo_jax.lm.transformer import Decoder, generate, generate_with_outputs, init_params, run
 
 VOCAB, BATCH, PROMPT_LEN, RESPONSE_LEN = 12, 4, 5, 6
@@ -39,12 +39,12 @@ def setup(seed: int):
 def test_sampling_log_probs_equal_teacher_forced_log_probs():
     params, prompt, key = setup(0)
     response, sampled_outputs = generate_jit(params, key, prompt, True)
-    scored_outputs = run_jit(params, copy_task.join(prompt, response)[:, :-1])[:, PROMPT_LEN - 1 :]
+    scored_outputs = run_jit(params, tokens.join(prompt, response)[:, :-1])[:, PROMPT_LEN - 1 :]
 
     def log_probs(outputs):
         return jnp.take_along_axis(jax.nn.log_softmax(outputs), response[..., None], axis=-1)[..., 0]
 
-    mask = copy_task.response_mask(response)
+    mask = tokens.response_mask(response)
     assert not mask.all(), "this seed should end some response early, so that PAD positions are exercised"
     np.testing.assert_allclose(
         np.where(mask, log_probs(sampled_outputs), 0.0), np.where(mask, log_probs(scored_outputs), 0.0), atol=1e-5

@@ -1,11 +1,23 @@
-"""Group advantages (GRPO, Dr. GRPO, RLOO, REINFORCE++, REINFORCE++-baseline) against NumPy loops on a hand batch."""
+"""Critic-free advantages (GRPO, Dr. GRPO, RLOO, REINFORCE++, REINFORCE++-baseline) against NumPy loops on a hand batch."""
+
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ppo_jax.lm.group_advantages import ADVANTAGE_ESTIMATORS, advantages, group_stats, zero_variance_groups
+from ppo_jax.lm.advantages import ESTIMATORS, estimate, group_stats, zero_variance_groups
+
+ADVANTAGE_ESTIMATORS = ESTIMATORS.where(lambda estimator: not estimator.needs_critic)
+
+
+def advantages(estimator, token_rewards, mask, *, group_size, eps):
+    """The estimator's advantages ``[M, L]`` through the table (no critic: no values, no targets)."""
+    adv, targets = estimate(estimator, token_rewards, mask, None, SimpleNamespace(group_size=group_size, adv_eps=eps))
+    assert targets is None
+    return adv
+
 
 advantages_jit = jax.jit(advantages, static_argnames=("estimator", "group_size"))
 G, L, EPS = 3, 4, np.float32(1e-6)
@@ -85,4 +97,4 @@ def test_bad_group_size_or_estimator_raises():
     with pytest.raises(ValueError, match="group_size"):
         advantages("rloo", TOKEN_REWARDS, MASK, group_size=1, eps=EPS)
     with pytest.raises(ValueError, match="unknown advantage estimator"):
-        advantages("gae", TOKEN_REWARDS, MASK, group_size=G, eps=EPS)
+        advantages("gpro", TOKEN_REWARDS, MASK, group_size=G, eps=EPS)
