@@ -15,6 +15,7 @@ float32 leaf is written as the shortest decimal that maps back to it
 from __future__ import annotations
 
 import dataclasses
+import math
 import numbers
 import reprlib
 
@@ -62,6 +63,39 @@ def static_fields(cls) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(cls) if not f.metadata.get("pytree_node", True))
 
 
+FLOAT32 = np.finfo(np.float32)
+
+
+def to_float32(name: str, value) -> np.float32:
+    """``value`` (a Python or NumPy number) as the float32 leaf ``name`` holds; ConfigError if float32 cannot hold it.
+
+    A finite value beyond float32's range would become inf, and a non-zero one below its smallest normal number
+    (1.1754944e-38) 0 or a value with fewer digits: both are refused, quoting the value as given (the user's
+    1e-50, not the 0.0 it would become), without NumPy's overflow warning. inf and NaN pass (the config's
+    checks say what they need).
+    """
+    is_int = isinstance(value, (int, np.integer))
+    try:
+        wide = float(value)
+    except OverflowError:  # an int beyond float64
+        wide = math.inf
+    shown = (str(int(value)) if int(value).bit_length() <= 256 else brief_int(value)) if is_int else repr(wide)
+    with np.errstate(over="ignore", under="ignore"):
+        narrow = np.float32(wide)
+    largest, smallest = short_float(FLOAT32.max), short_float(FLOAT32.tiny)
+    if (math.isfinite(wide) or is_int) and not np.isfinite(narrow):
+        raise ConfigError(
+            f"{name} {shown} overflows float32 (its largest value is {largest}); "
+            f"give a value of at most {largest} in magnitude."
+        )
+    if wide != 0 and abs(wide) < FLOAT32.tiny:
+        raise ConfigError(
+            f"{name} {shown} underflows float32 (below its smallest normal number {smallest} a float32 is 0 "
+            f"or loses digits); give 0 or a value of at least {smallest} in magnitude."
+        )
+    return narrow
+
+
 def short_float(value) -> float:
     """The float32 ``value`` holds, as its shortest decimal (2.5e-4, not 0.0002500000118743628)."""
     return float(str(np.float32(value)))
@@ -84,7 +118,7 @@ class ConfigBase:
         for name in traced_fields(type(self)):
             value = getattr(self, name)
             if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-                object.__setattr__(self, name, np.float32(value))
+                object.__setattr__(self, name, to_float32(name, value))
         for name in static_fields(type(self)):
             if isinstance(getattr(self, name), list):
                 object.__setattr__(self, name, tuple(getattr(self, name)))
@@ -148,9 +182,44 @@ class ConfigBase:
         """Fields whose value cannot change this config's run, with why: ``{field: reason}``.
 
         A sweep refuses an axis that would give two settings the same run under
-        different labels (``ppo_jax.sweep.spec``). Subclasses override this.
+        different labels (``ppo_jax.sweep.spec``), and ``ppo-jax train`` / ``lm`` /
+        ``rlhf`` a flag typed for one of them (``refuse_inert``). Subclasses override this.
         """
         return {}
+
+
+def ignored_because(names, reason: str) -> str:
+    """How every message says that fields (or the flags that set them) change nothing, and why (``inert_fields``).
+
+    ``names``: one name, or several that are ignored for one reason ("--digits and --scratchpad are ignored ...").
+    """
+    names = [names] if isinstance(names, str) else list(names)
+    return f"{and_list(names)} {'is' if len(names) == 1 else 'are'} ignored because {reason}"
+
+
+def and_list(names) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def refuse_inert(cfg, given: dict[str, str]) -> None:
+    """ConfigError if a field the user set is one ``cfg``'s switches ignore (``cfg.inert_fields()``), saying why.
+
+    ``given``: field -> how the user wrote it (``{"beta": "--beta"}``); several fields may share one spelling
+    (``--clip-eps`` sets clip_eps_low and clip_eps_high), which is named once.
+    """
+    inert = cfg.inert_fields()
+    by_reason: dict[str, list[str]] = {}  # why they change nothing -> what the user wrote
+    for name, written in given.items():
+        if name in inert and written not in by_reason.setdefault(inert[name], []):
+            by_reason[inert[name]].append(written)
+    if by_reason:
+        flags = list(dict.fromkeys(written for group in by_reason.values() for written in group))
+        raise ConfigError(
+            "; ".join(ignored_because(written, reason) for reason, written in by_reason.items())
+            + f". Drop {and_list(flags)}, or turn on the switch that uses {'it' if len(flags) == 1 else 'them'}."
+        )
 
 
 class _Short(reprlib.Repr):

@@ -1,4 +1,4 @@
-"""What every ``ppo-jax`` subcommand shares: printing that survives a closed pipe, seeds and keys, number format."""
+"""What every ``ppo-jax`` subcommand shares: printing that survives a closed pipe, the flags as typed, seeds and keys, number format."""
 
 from __future__ import annotations
 
@@ -22,6 +22,37 @@ def say(*parts) -> None:
         print(*parts, flush=True)
     except BrokenPipeError:
         stdout_to_devnull()
+
+
+def flag_value(args: list[str], flag: str) -> str | None:
+    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``; the last one wins), or None."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(flag + "="):
+            value = arg[len(flag) + 1 :]
+    return value
+
+
+def typed_flags(argv: list[str], names) -> dict[str, str]:
+    """``{field: the flag as typed}`` for each of ``names`` that ``argv`` sets (``--name-with-dashes``, ``--no-...``)."""
+    tokens = {token.split("=", 1)[0] for token in argv if token.startswith("--")}
+    typed = {}
+    for name in names:
+        flag = "--" + name.replace("_", "-")
+        for written in (flag, "--no-" + flag[2:]):
+            if written in tokens:
+                typed[name] = written
+    return typed
+
+
+def refuse_empty_out(argv: list[str]) -> None:
+    """ConfigError if ``--out`` is given an empty string (a path of '' would mean the current directory)."""
+    if flag_value(argv, "--out") == "":
+        raise ConfigError(
+            "--out is empty; give the directory to write, e.g. --out runs/first (--out . for the current directory)."
+        )
 
 
 def seed_list(seed: int, num_seeds: int, flag: str = "--seed") -> list[int]:

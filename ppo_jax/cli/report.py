@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from ppo_jax.cli.common import say
+from ppo_jax.cli.common import refuse_empty_out, say
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Report:
 
 
 def run_report(args: Report, argv: list[str]) -> int:
+    refuse_empty_out(argv)
     from ppo_jax.report import make_report
 
     path = make_report(

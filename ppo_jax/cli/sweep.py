@@ -9,7 +9,7 @@ from typing import Annotated
 
 import tyro
 
-from ppo_jax.cli.common import say
+from ppo_jax.cli.common import refuse_empty_out, say
 from ppo_jax.errors import SpecError
 
 
@@ -52,6 +52,7 @@ class Sweep:
 
 
 def run_sweep(args: Sweep, argv: list[str]) -> int:
+    refuse_empty_out(argv)
     if args.distributed and not args.dry_run:
         import jax
 

@@ -5,7 +5,9 @@ dashes, help text from the field docstrings), plus the run's own flags (seeds,
 output directory, checkpoints, progress: ``RunFlags``, declared once for every
 task) and a few of the task's own (``--preset``, ``--pretrain-seed``). Both
 subcommands train every seed in one vmapped program and write the same run
-directory (``ppo_jax.storage.run_dir``).
+directory (``ppo_jax.storage.run_dir``). A flag typed for a field the final
+config ignores (``inert_fields``: ``--beta`` with ``--kl-mode none``) is refused,
+in the words a sweep uses for such an axis; a preset's value for one is not.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from typing import Annotated, Literal
 
 import tyro
 
-from ppo_jax.cli.common import say, seed_list
+from ppo_jax.cli.common import flag_value, refuse_empty_out, say, seed_list, typed_flags
 from ppo_jax.cli.resume import given_flags, resumed_run
 from ppo_jax.cli.run_task import RunOptions, run_task
+from ppo_jax.config_fields import field_names, refuse_inert
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm import presets as lm_presets
 from ppo_jax.lm.config import LmConfig, RlhfConfig
@@ -160,17 +163,6 @@ def lm_defaults(args: list[str]) -> Lm:
     return Lm(preset=preset, config=lm_presets.apply_preset(preset, LmConfig()))
 
 
-def flag_value(args: list[str], flag: str) -> str | None:
-    """The value of ``flag`` in ``args`` (``--flag V`` or ``--flag=V``; the last one wins), or None."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            value = args[i + 1]
-        elif arg.startswith(flag + "="):
-            value = arg[len(flag) + 1 :]
-    return value
-
-
 def train_defaults(args: list[str]) -> Train | None:
     """The defaults of ``ppo-jax train``'s ``args``: those of ``--preset P`` (without it: ``--env``'s default preset) for ``--env``.
 
@@ -246,13 +238,34 @@ def run_lm(args: Lm, argv: list[str]) -> int:
     return _run(LM, args, cfg, options, argv)
 
 
+FLAG_ALIASES = {"clip_eps": ("clip_eps_low", "clip_eps_high")}
+"""A flag that sets config fields of another name (``SequenceFlags.clip_eps``), where the config has no such field."""
+
+
+def refuse_ignored_flags(cfg, argv: list[str]) -> None:
+    """ConfigError if a flag typed in ``argv`` sets a field that ``cfg`` (the final config, preset applied) ignores.
+
+    Only flags the user typed count: a preset's or a default's value for such a field is fine. Which fields are
+    ignored, and why, is the config's ``inert_fields()`` (what a sweep refuses as an axis, in the same words).
+    """
+    names = field_names(type(cfg))
+    given = typed_flags(argv, names)
+    for alias, written in typed_flags(argv, [a for a in FLAG_ALIASES if a not in names]).items():
+        given.update({name: written for name in FLAG_ALIASES[alias] if name not in given})
+    refuse_inert(cfg, given)
+
+
 def _run(task: Task, args: RunFlags, cfg, options: RunOptions, argv: list[str]) -> int:
+    refuse_empty_out(argv)
     if args.resume:
         if args.out is None:
             raise ConfigError("--resume continues the run in --out DIR: add --out.")
         if args.force:
             raise ConfigError("--resume and --force exclude each other: --force starts the run again from scratch.")
         cfg, options = resumed_run(task, args.out, cfg, options, argv)
+    else:  # a resumed run goes on with its own config (resumed_run checks the flags given again against it)
+        cfg = task.validate(cfg)  # what is wrong with the config is said before what it ignores
+        refuse_ignored_flags(cfg, argv)
     return run_task(
         task,
         cfg,

@@ -29,9 +29,10 @@ import pandas as pd
 
 from ppo_jax.errors import ConfigError, ReportError
 from ppo_jax.final_values import divergence_flags, first_divergence
+from ppo_jax.storage.run_dir import CONFIG_FILE, EVALUATION_FILE, METADATA_FILE, METRICS_FILE, PARAMS_FILE
 from ppo_jax.sweep.spec_values import PRESET_AXIS
 from ppo_jax.task_contract import Task
-from ppo_jax.task_registry import DEFAULT_TASK, get_task
+from ppo_jax.task_registry import DEFAULT_TASK, TASKS, get_task
 
 KEY_COLUMNS = ("seed", "update", "env_steps")
 
@@ -218,6 +219,37 @@ def _check_files(path: Path) -> None:
         ) from None
 
 
+RUN_FILES = (CONFIG_FILE, METADATA_FILE, METRICS_FILE, EVALUATION_FILE, PARAMS_FILE)
+"""What a run directory holds (``ppo_jax.storage.run_dir``): one of them beside a missing config.json is a run's."""
+
+
+def not_a_source(path: Path) -> str:
+    """Why ``path`` (a directory with neither config.json nor spec.json) is no source, naming the file it lacks."""
+    from ppo_jax.sweep.sweep_dir import CHUNK_DIR, LOG_FILE, PLAN_FILE, SPEC_JSON, SPEC_YAML, SUMMARY_FILE, TABLE_FILE
+
+    writers = ", ".join(f"`ppo-jax {task.command} --out`" for task in TASKS.values())
+    run_files = [name for name in RUN_FILES if (path / name).exists()]
+    sweep_files = [
+        name for name in (SPEC_YAML, PLAN_FILE, TABLE_FILE, SUMMARY_FILE, LOG_FILE, CHUNK_DIR) if (path / name).exists()
+    ]
+    if run_files and len(run_files) >= len(sweep_files):
+        return (
+            f"{path / CONFIG_FILE}: missing, so {path} is not a complete run directory (it holds "
+            f"{', '.join(run_files)}); the report reads the task and config from {CONFIG_FILE}. Restore it from a "
+            f"backup, or give run directories written by {writers}."
+        )
+    if sweep_files:
+        return (
+            f"{path / SPEC_JSON}: missing, so {path} is not a complete sweep directory (it holds "
+            f"{', '.join(sweep_files)}); the report reads the settings from {SPEC_JSON}. Restore it from a backup, "
+            "or give sweep directories written by `ppo-jax sweep SPEC.yaml --out`."
+        )
+    return (
+        f"{path}: neither a run directory (no {CONFIG_FILE}) nor a sweep directory (no {SPEC_JSON}); give "
+        f"directories written by {writers} or `ppo-jax sweep SPEC.yaml --out`."
+    )
+
+
 def load_sources(paths: list[Path]) -> Runs:
     """Every run of every directory in ``paths``; ReportError on a missing, corrupt or unknown directory."""
     if not paths:
@@ -240,10 +272,7 @@ def load_sources(paths: list[Path]) -> Runs:
             kind, (task, table, configs, metadata) = "run", _load_run_dir(path)
             table = table.assign(_config=[configs[int(s)] for s in table["seed"]])
         else:
-            raise ReportError(
-                f"{path}: neither a run directory (config.json) nor a sweep directory (spec.json); "
-                "give directories written by `ppo-jax train --out` or `ppo-jax sweep --out`."
-            )
+            raise ReportError(not_a_source(path))
         _check_files(path)  # after the readers' own messages: what they cannot see (a cut table, params)
         tasks.setdefault(task.name, path)
         if len(tasks) > 1:

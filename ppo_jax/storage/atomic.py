@@ -133,10 +133,11 @@ def check_out_dir(
 ) -> None:
     """Check, before anything compiles, that a directory can be written at ``path``.
 
-    ConfigError if ``path`` is a file; if it is a non-empty directory and ``force``
-    is False; if ``force`` would replace a non-empty directory that
+    ConfigError if ``path`` is a file; if it is a non-empty directory that
     ``replaceable`` rejects (not one of ours, by ``marker``: a guard against
-    ``--out ~ --force``); or if the nearest existing parent is not a writable
+    ``--out ~ --force``), with or without ``force`` (the message advises another
+    --out, not --force); if it is one of ours and ``force`` is False (the message
+    advises --force); or if the nearest existing parent is not a writable
     directory. Creates nothing. ``error``: the ConfigError subclass raised.
     """
     path = absolute(path)
@@ -144,14 +145,14 @@ def check_out_dir(
         if not path.is_dir():
             raise error(f"--out {path} exists and is not a directory; choose another --out.")
         if any(path.iterdir()):
+            if not replaceable(path):  # --force would refuse it too: advise only what works
+                raise error(
+                    f"--out {path} is not empty and is not a {what} ({marker}); refusing to replace it"
+                    f"{' even with --force' if force else ''} (--force replaces only a {what}). Choose another --out."
+                )
             if not force:
                 raise error(
                     f"--out {path} exists and is not empty; pass --force to replace it, or choose another --out."
-                )
-            if not replaceable(path):
-                raise error(
-                    f"--out {path} is not empty and is not a {what} ({marker}); refusing to replace it even "
-                    "with --force. Choose another --out."
                 )
     parent = path.parent
     while not parent.exists():

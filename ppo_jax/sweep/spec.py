@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from ppo_jax.config_fields import MAX_RUNS, MAX_SEED, brief_int
+from ppo_jax.config_fields import MAX_RUNS, MAX_SEED, brief_int, ignored_because
 from ppo_jax.errors import ConfigError, SpecError, close_matches
 from ppo_jax.sweep.spec_axes import (
     ENV_NOT_AXIS,
@@ -274,7 +274,7 @@ def _check_distinct(
         differ = [k for k in setting.values if setting.values[k] != first.values.get(k)]
         reasons = (
             "; ".join(
-                f"{k} is ignored because {inert[k]}"
+                ignored_because(k, inert[k])
                 if k in inert
                 else f"{k} ({column_value(first.values[k])} and {column_value(setting.values[k])}) ends up the same in both configs"
                 for k in differ

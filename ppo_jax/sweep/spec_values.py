@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
-from ppo_jax.config_fields import short_float, traced_fields
+from ppo_jax.config_fields import short_float, to_float32, traced_fields
 from ppo_jax.config_fields import short_repr as shown  # values in messages: cut short
+from ppo_jax.errors import ConfigError
 from ppo_jax.sweep.spec_yaml import Locator
 
 
@@ -65,7 +66,11 @@ def coerce(config_class, name: str, value, where: Locator, path: tuple):
             return int(value)  # exactly, however large (the config's checks bound it)
         number = as_number(value)
         if number is not None and kind == "float":
-            return short_float(number) + 0.0  # -0.0 -> 0.0: one run, one label
+            exact = value if isinstance(value, (int, np.integer)) else number  # 10**400 quoted as given, not inf
+            try:
+                return short_float(to_float32(name, exact)) + 0.0  # -0.0 -> 0.0: one run, one label
+            except ConfigError as error:  # beyond float32's range: said with the value as written
+                raise where.error(path, str(error)) from None
         if number is not None and math.isfinite(number) and number == int(number):
             return int(number)
         raise where.error(

@@ -50,8 +50,8 @@ def test_bad_flag_values_fail_before_compiling():
 
 def test_existing_directory_is_not_replaced_without_force(tmp_path):
     (tmp_path / "keep.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="pass --force"):
-        run_rlhf(Rlhf(out=tmp_path), ["ppo-jax", "rlhf"])
+    with pytest.raises(ConfigError, match="not a ppo-jax run directory.*Choose another --out"):
+        run_rlhf(Rlhf(out=tmp_path), ["ppo-jax", "rlhf"])  # --force would not replace it: not advised
     with pytest.raises(ConfigError, match="not a ppo-jax run directory"):
         run_rlhf(Rlhf(out=tmp_path, force=True), ["ppo-jax", "rlhf"])
     assert (tmp_path / "keep.txt").read_text() == "mine"
