@@ -104,7 +104,7 @@ class Registry(Generic[Entry]):
     def inert(self, value: str) -> dict[str, str]:
         """``{field: why}``: the fields other variants read that variant ``value`` ignores."""
         reads = set(getattr(self._entries.get(value), "reads", ()))
-        why = f"{self.field} {value} does not read it"
+        why = f"the {self.family} {value} does not read it ({self.field}: {value})"
         return {name: why for name in self.read_by_any() if name not in reads}
 
     def markdown(self, columns: dict[str, callable] | None = None) -> str:

@@ -49,7 +49,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ppo_jax.lm import copy_task, problems, transformer
+from ppo_jax.lm import problems, tokens, transformer
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.models import init_params, make_models
 from ppo_jax.lm.train import Pretrained, pretrain, train
@@ -158,7 +158,7 @@ def train_cases(cfg: LmConfig, pretrained, runs_list: list[int], compiler_option
 def response_tokens(case: Case, out, cfg: LmConfig) -> int:
     """Response tokens (the loss mask: up to and including the first EOS) in one call's output, all runs."""
     if case.kind == "generate":
-        return int(copy_task.response_mask(out).sum())
+        return int(tokens.response_mask(out).sum())
     # metrics["response_length"]: [runs, num_updates], the mean over the update's sequences
     lengths = np.asarray(out.metrics["response_length"], np.float64)
     return round(float(lengths.sum()) * cfg.num_sequences * cfg.update_epochs)

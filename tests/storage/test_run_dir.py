@@ -14,7 +14,7 @@ import pytest
 
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm.config import RlhfConfig
-from ppo_jax.lm.task import METRIC_NAMES as RLHF_METRIC_NAMES
+from ppo_jax.lm.metrics import METRIC_NAMES as RLHF_METRIC_NAMES
 from ppo_jax.lm.task import RLHF
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.normalization import RunningMeanStd
