@@ -65,11 +65,13 @@ def parse(args=None):
 
 
 def run_envs() -> int:
-    from ppo_jax.rl import brax_envs
-    from ppo_jax.rl.envs import known_env_names
+    from ppo_jax.rl.envs import SUITES
 
-    missing = "" if brax_envs.available() else f"   ({brax_envs.INSTALL_HINT})"
-    say("\n".join(name + (missing if brax_envs.is_brax(name) else "") for name in known_env_names()))
+    lines = []
+    for suite_name, suite in SUITES.items():
+        missing = "" if suite.available() else f"   ({suite.install_hint})"
+        lines += [f"# {suite_name}: {suite.doc}", *(name + missing for name in suite.names())]
+    say("\n".join(lines))
     return 0
 
 

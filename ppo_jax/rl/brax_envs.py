@@ -30,6 +30,7 @@ import contextlib
 import functools
 import io
 import logging
+import os
 import warnings
 from typing import Any, NamedTuple
 
@@ -58,11 +59,6 @@ DEFAULT_BACKEND = "spring"
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 """Seen needed for mjx with 1024 envs on a 2-core CPU (jax 0.10.2): without it the program hung, using no CPU."""
 EPISODE_LENGTH = 1000
-INSTALL_HINT = 'Brax tasks need the optional extra: pip install "ppo-jax[brax]"'
-
-
-def is_brax(name: str) -> bool:
-    return isinstance(name, str) and name.startswith(PREFIX)
 
 
 def brax_env_names() -> list[str]:
@@ -83,6 +79,16 @@ def available() -> bool:
     except ImportError:
         return False
     return True
+
+
+def scheduler_warning(cfg) -> str | None:
+    """The warning for mjx on the CPU without ``SCHEDULER_FLAG`` (the suite's ``warning``), else None."""
+    if cfg.brax_backend != "mjx" or jax.default_backend() != "cpu" or SCHEDULER_FLAG in os.environ.get("XLA_FLAGS", ""):
+        return None
+    return (
+        f"{cfg.env} on backend mjx on the CPU: XLA's CPU scheduler was seen to hang with 1024 envs "
+        f"(2 cores, jax 0.10.2); if it does, rerun with XLA_FLAGS={SCHEDULER_FLAG}"
+    )
 
 
 @struct.dataclass
@@ -139,11 +145,9 @@ class BraxEnv:
 
 @functools.cache
 def make_brax_env(name: str, backend: str = DEFAULT_BACKEND) -> BraxEnv:
-    """``BraxEnv`` of ``brax/<task>`` on physics ``backend`` (cached). Raises ImportError without the extra."""
-    try:
-        envs = import_brax_envs()
-    except ImportError as error:
-        raise ImportError(f"{name}: {INSTALL_HINT}") from error
+    """``BraxEnv`` of ``brax/<task>`` on physics ``backend`` (cached). Raises ImportError without the extra
+    (``ppo_jax.rl.envs.check_env`` says how to install it first)."""
+    envs = import_brax_envs()
     import mujoco
 
     task = name[len(PREFIX) :]

@@ -24,7 +24,7 @@ from ppo_jax.config_fields import (
     leaf,
     static,
 )
-from ppo_jax.errors import ConfigError, close_matches
+from ppo_jax.errors import ConfigError
 from ppo_jax.rl import brax_envs
 from ppo_jax.schedules import SCHEDULES, Schedule
 
@@ -51,7 +51,7 @@ class PPOConfig(ConfigBase):
 
     # ----- static: changing one compiles a new program -----
     env: str = static("CartPole-v1")
-    """Environment id: a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar), a Brax task (brax/halfcheetah; needs the [brax] extra) or a ppo_jax probe env."""
+    """Environment id, of any suite in ppo_jax.rl.envs.SUITES (`ppo-jax envs` lists them): a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar), a Brax task (brax/halfcheetah; needs the [brax] extra) or a ppo_jax probe env."""
     brax_backend: BraxBackend = static("spring")
     """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks.md; mjx on a CPU may need XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false); ignored by other envs."""
     total_timesteps: int = static(500_000)
@@ -192,9 +192,9 @@ class PPOConfig(ConfigBase):
 
     def inert_fields(self) -> dict[str, str]:
         """Fields whose value this config's switches ignore, with why (a sweep refuses them as axes)."""
-        inert = {}
-        if not brax_envs.is_brax(self.env):
-            inert["brax_backend"] = f"{self.env} is not a Brax task"
+        from ppo_jax.rl.envs import inert_env_fields  # gymnax: imported on first use (see ppo_jax.task_contract)
+
+        inert = inert_env_fields(self.env)  # what the env's suite does not read (brax_backend off Brax)
         if not self.clip_vloss:
             inert["vf_clip_eps"] = "value clipping is off (clip_vloss: false)"
         if not self.normalize_obs:
@@ -220,12 +220,6 @@ class PPOConfig(ConfigBase):
         return inert
 
 
-def known_env_names() -> list[str]:
-    from ppo_jax.rl.envs import known_env_names as names  # gymnax: imported on first use (see ppo_jax.task_contract)
-
-    return names()
-
-
 def _widths(sizes) -> str:
     if isinstance(sizes, tuple) and all(isinstance(h, int) for h in sizes):
         return "(" + ", ".join(brief_int(h) for h in sizes) + ")"
@@ -238,13 +232,9 @@ def validate(cfg: PPOConfig) -> PPOConfig:
     Static fields are always checked. Traced leaves are checked where they are
     concrete (under jit they are tracers, and the caller validated them before).
     """
-    if not isinstance(cfg.env, str) or cfg.env not in known_env_names():
-        raise ConfigError(
-            f"unknown environment {cfg.env!r}.{close_matches(str(cfg.env), known_env_names())} "
-            "Run `ppo-jax envs` to list all environment ids."
-        )
-    if brax_envs.is_brax(cfg.env) and not brax_envs.available():
-        raise ConfigError(f"{cfg.env}: {brax_envs.INSTALL_HINT}.")
+    from ppo_jax.rl.envs import check_env  # gymnax: imported on first use (see ppo_jax.task_contract)
+
+    check_env(cfg.env)  # unknown (close matches), or its suite not installed (the install hint)
     check_choice("brax_backend", cfg.brax_backend, brax_envs.BACKENDS)
     check_choice("action_dist", cfg.action_dist, ACTION_DISTS)
     check_choice("policy_std", cfg.policy_std, POLICY_STDS)

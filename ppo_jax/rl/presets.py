@@ -54,8 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ppo_jax.errors import ConfigError, close_matches
-from ppo_jax.rl.brax_envs import PREFIX, is_brax
+from ppo_jax.errors import ConfigError
 from ppo_jax.rl.config import PPOConfig
 
 PRESETS = ("mujoco", "ppo1", "brax")
@@ -119,19 +118,19 @@ BRAX_COMMON = dict(
 # task: (num_timesteps, reward_scaling, unroll_length, num_minibatches, num_updates_per_batch, discounting,
 #        learning_rate, entropy_cost, num_envs, batch_size) -- Brax's training notebook, PPO entries.
 BRAX_TASKS = {
-    "inverted_pendulum": (2_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
-    "inverted_double_pendulum": (20_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
-    "ant": (50_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 4096, 2048),
-    "humanoid": (50_000_000, 0.1, 10, 32, 8, 0.97, 3e-4, 1e-3, 2048, 1024),
-    "humanoidstandup": (100_000_000, 0.1, 15, 32, 8, 0.97, 6e-4, 1e-2, 2048, 1024),
-    "halfcheetah": (50_000_000, 1, 20, 32, 8, 0.95, 3e-4, 1e-3, 2048, 512),
-    "pusher": (50_000_000, 5, 30, 16, 8, 0.95, 3e-4, 1e-2, 2048, 512),
+    "brax/inverted_pendulum": (2_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
+    "brax/inverted_double_pendulum": (20_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 2048, 1024),
+    "brax/ant": (50_000_000, 10, 5, 32, 4, 0.97, 3e-4, 1e-2, 4096, 2048),
+    "brax/humanoid": (50_000_000, 0.1, 10, 32, 8, 0.97, 3e-4, 1e-3, 2048, 1024),
+    "brax/humanoidstandup": (100_000_000, 0.1, 15, 32, 8, 0.97, 6e-4, 1e-2, 2048, 1024),
+    "brax/halfcheetah": (50_000_000, 1, 20, 32, 8, 0.95, 3e-4, 1e-3, 2048, 512),
+    "brax/pusher": (50_000_000, 5, 30, 16, 8, 0.95, 3e-4, 1e-2, 2048, 512),
 }
 
 
-def brax_values(task: str) -> dict:
-    """The ``brax`` preset's fields for Brax task ``task`` (without the ``brax/`` prefix)."""
-    steps, scale, unroll, minibatches, epochs, gamma, lr, ent, envs, batch = BRAX_TASKS[task]
+def brax_values(env: str) -> dict:
+    """The ``brax`` preset's fields for Brax task ``env`` (an env id, ``brax/ant``)."""
+    steps, scale, unroll, minibatches, epochs, gamma, lr, ent, envs, batch = BRAX_TASKS[env]
     return dict(
         BRAX_COMMON,
         total_timesteps=steps,
@@ -147,38 +146,36 @@ def brax_values(task: str) -> dict:
 
 
 def default_preset(env: str) -> str:
-    """The preset ``ppo-jax train --env env`` starts from without ``--preset``: mujoco for a Brax task, else none."""
-    return "mujoco" if is_brax(env) else NONE
+    """The preset ``ppo-jax train --env env`` starts from without ``--preset``: its suite's (mujoco for a Brax task),
+    none for an unknown env."""
+    from ppo_jax.rl.envs import suite_of  # gymnax: imported on first use (see ppo_jax.task_contract)
+
+    suite = suite_of(env)
+    return NONE if suite is None else suite.default_preset
 
 
 def preset_values(name: str, env: str) -> dict:
     """The fields preset ``name`` sets for environment ``env`` (none: no fields); ConfigError if it does not fit the env."""
     if name not in CHOICES:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(CHOICES)} (the plain defaults).")
-    from ppo_jax.rl.config import known_env_names
-    from ppo_jax.rl.envs import has_discrete_actions  # gymnax: imported on first use (see ppo_jax.task_contract)
+    from ppo_jax.rl.envs import check_env, has_discrete_actions  # gymnax: imported on first use
 
-    if env not in known_env_names():
-        raise ConfigError(
-            f"unknown environment {env!r}.{close_matches(str(env), known_env_names())} "
-            "Run `ppo-jax envs` to list all environment ids."
-        )
+    check_env(env)
     if name == NONE:
         return {}
     if name in ("mujoco", "ppo1"):
-        if not is_brax(env) and has_discrete_actions(env):
+        if has_discrete_actions(env):
             raise ConfigError(
                 f"preset {name} is the PPO paper's continuous-control setting; {env} has discrete actions. "
                 "Use it with a continuous task (brax/halfcheetah, Pendulum-v1, ...)."
             )
         return dict(MUJOCO if name == "mujoco" else PPO1)
-    task = env[len(PREFIX) :] if is_brax(env) else None
-    if task not in BRAX_TASKS:
+    if env not in BRAX_TASKS:
         raise ConfigError(
-            f"preset brax holds Brax's published PPO settings for {', '.join(PREFIX + t for t in BRAX_TASKS)}; "
+            f"preset brax holds Brax's published PPO settings for {', '.join(BRAX_TASKS)}; "
             f"there are none for {env}. Use --preset mujoco, or give the hyperparameters as flags."
         )
-    return brax_values(task)
+    return brax_values(env)
 
 
 def apply_preset(name: str, cfg: PPOConfig) -> PPOConfig:

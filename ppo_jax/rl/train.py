@@ -12,7 +12,6 @@ segmented run, ``ppo_jax.segments``, calls them itself), ``checked_state``, ``ev
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 from typing import NamedTuple
@@ -25,11 +24,11 @@ from ppo_jax import threefry_cpu
 from ppo_jax.errors import ConfigError
 from ppo_jax.gae import compute_gae
 from ppo_jax.optimizer import create_train_state, set_hyperparams
-from ppo_jax.rl import brax_envs, sequences
+from ppo_jax.rl import sequences
 from ppo_jax.rl.adaptation import adapt, init_coefficients
 from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.config import PPOConfig, validate
-from ppo_jax.rl.envs import env_spec
+from ppo_jax.rl.envs import env_spec, suite_of
 from ppo_jax.rl.evaluate import EVAL_EPISODES, evaluation_key
 from ppo_jax.rl.evaluate import evaluate as evaluate_params
 from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
@@ -187,17 +186,9 @@ def check(cfg: PPOConfig) -> PPOConfig:
         spec = env_spec(cfg)
     except (NotImplementedError, ImportError) as error:  # e.g. an action space the networks do not support
         raise ConfigError(f"environment {cfg.env}: {error}") from None
-    if (
-        brax_envs.is_brax(cfg.env)
-        and cfg.brax_backend == "mjx"
-        and jax.default_backend() == "cpu"
-        and brax_envs.SCHEDULER_FLAG not in os.environ.get("XLA_FLAGS", "")
-    ):
-        warnings.warn(
-            f"{cfg.env} on backend mjx on the CPU: XLA's CPU scheduler was seen to hang with 1024 envs "
-            f"(2 cores, jax 0.10.2); if it does, rerun with XLA_FLAGS={brax_envs.SCHEDULER_FLAG}",
-            stacklevel=2,
-        )
+    warning = suite_of(cfg.env).warning(cfg)  # e.g. Brax's mjx on the CPU
+    if warning:
+        warnings.warn(warning, stacklevel=2)
     if spec.discrete and cfg.action_dist != "gaussian":
         raise ConfigError(
             f"action_dist {cfg.action_dist} shapes continuous actions, and {cfg.env} has discrete ones: "
