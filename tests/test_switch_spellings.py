@@ -30,9 +30,11 @@ def _switch_tables():
 
 
 def _field_of(node) -> str | None:
-    """``cfg.kl_mode`` / ``self.kl_mode`` / ``kl_mode`` -> "kl_mode"; anything else None."""
+    """``cfg.kl_mode`` / ``self.kl_mode`` / ``kl_mode`` / ``record["kl_mode"]`` -> "kl_mode"; anything else None."""
     if isinstance(node, ast.Attribute):
         return node.attr
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+        return node.slice.value if isinstance(node.slice.value, str) else None
     if isinstance(node, ast.Name):
         return node.id
     return None
@@ -62,7 +64,8 @@ def branches_on_names(source: str, field: str, names: set[str]) -> list[tuple[in
 
 def test_the_checker_finds_a_branch_on_a_name():
     source = 'if cfg.kl_mode == "none":\n    pass\nif self.advantage in ("grpo", "x"):\n    pass\nif name == "none":\n    pass\n'
-    assert branches_on_names(source, "kl_mode", {"none", "loss"}) == [(1, "none")]
+    source += 'if config["kl_mode"] != "loss":\n    pass\n'
+    assert branches_on_names(source, "kl_mode", {"none", "loss"}) == [(1, "none"), (7, "loss")]
     assert branches_on_names(source, "advantage", {"grpo", "gae"}) == [(3, "grpo")]
 
 

@@ -69,13 +69,5 @@ def seed_list(seed: int, num_seeds: int, flag: str = "--seed") -> list[int]:
     return list(range(seed, seed + num_seeds))
 
 
-def make_keys(seeds: list[int]):
-    """Stacked PRNG keys, one per seed: ``jax.random.key(s)`` for each s."""
-    import jax
-    import jax.numpy as jnp
-
-    return jnp.stack([jax.random.key(s) for s in seeds])
-
-
 def fmt(x: float, digits: int = 2) -> str:
     return "nan" if x != x else f"{x:.{digits}f}"

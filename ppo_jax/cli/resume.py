@@ -27,7 +27,7 @@ def given_flags(argv: list[str], names) -> set[str]:
 
 def resumed_run(task: Task, out: Path, cfg, options, argv: list[str]):
     """``(config, RunOptions)`` of the unfinished run at ``out``; ConfigError if a flag given now contradicts it."""
-    from ppo_jax.cli.run_task import RunOptions
+    from ppo_jax.runs import RunOptions
     from ppo_jax.storage.live_run import find_unfinished
     from ppo_jax.storage.run_dir import load_config
 

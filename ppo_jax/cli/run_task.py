@@ -1,62 +1,25 @@
-"""What ``ppo-jax train`` and ``ppo-jax rlhf`` do once their flags are parsed: ``run_task``, for any ``Task``.
+"""What ``ppo-jax train``, ``lm`` and ``rlhf`` do once their flags are parsed: ``run_task``, a shell over ``ppo_jax.runs``.
 
-All seeds of one config train as one vmapped program, run as segments of
-updates (``ppo_jax.segments``, ``ppo_jax.run_loop``): with ``--out`` the metrics
-stream to metrics.csv, checkpoints are written every ``--checkpoint-every`` and on
-SIGINT/SIGTERM, and ``--resume`` continues from the newest one.
-
-A seed whose run diverged (``non_finite``, ``ppo_jax.scan_updates``: a non-finite
-loss or training state) is named with the update it diverged at and why; its
-final values are NaN ("diverged"), means over seeds are over the others and say
-so, metadata.json lists it under "diverged", and the command exits with
-``EXIT_DIVERGED`` (3) unless ``--allow-divergence``.
+``ppo_jax.runs.run`` trains the seeds and writes the run directory; this module
+prints its progress and final values and turns the result into an exit status:
+0; ``EXIT_DIVERGED`` (3) when a seed diverged, unless ``--allow-divergence``; 128 +
+the signal number when a signal stopped the run (checkpointed).
 """
 
 from __future__ import annotations
 
 import math
-import shlex
-import signal
 import sys
-import time
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 
-from ppo_jax.cli.common import fmt, make_keys, say
-from ppo_jax.errors import ConfigError
-from ppo_jax.storage.run_dir import config_record
+from ppo_jax.cli.common import fmt, say
+from ppo_jax.runs import RunOptions, RunResult, run
 from ppo_jax.task_contract import Task
 
 EXIT_DIVERGED = 3
 """Exit status of ``ppo-jax train`` / ``rlhf`` when a seed diverged (without ``--allow-divergence``); 2 is bad input."""
-DEFAULT_SEGMENT_PERCENT = 5
-"""With a run directory, a run is cut into segments of 5% of its updates (at least 10) unless checkpoints ask for less."""
-MIN_SEGMENT = 10
-
-
-class RunOptions(NamedTuple):
-    """The run's own settings besides the config (recorded in metadata.json as "run", reused by --resume)."""
-
-    seeds: list[int]
-    pretrain_seed: int = 0
-    eval_episodes: int = 0
-    checkpoint_every: str | None = None
-    segment_length: int | None = None  # fixed by the run's start; None: chosen from the above
-    preset: str | None = None  # the named base config the run started from (ppo_jax.rl.presets), if any
-    chunk_size: int | str | None = (
-        None  # seeds per call of the program (ppo_jax.seed_chunks; None: all); fixed at the start
-    )
-
-
-def choose_segment_length(num_updates: int, interval: int | None, has_out: bool) -> int | None:
-    """Updates per segment: the checkpoint interval; with --out, 5% of the run (at least 10); else the whole run."""
-    if interval is not None:
-        return interval
-    if has_out:
-        return max(MIN_SEGMENT, math.ceil(num_updates * DEFAULT_SEGMENT_PERCENT / 100))
-    return None
 
 
 def run_task(
@@ -73,212 +36,42 @@ def run_task(
     argv: list[str],
     allow_divergence: bool = False,
 ) -> int:
-    """Train ``task`` with ``cfg`` on every seed; print final values; write (or continue) a run directory at ``out``.
-
-    Everything that can be wrong with the input raises ConfigError before anything compiles.
-    Returns the exit status: 0; ``EXIT_DIVERGED`` when a seed diverged (unless ``allow_divergence``), after
-    the run directory is complete; or 128 + the signal number when a signal stopped the run.
-    """
-    cfg = task.validate(cfg)
-    from ppo_jax.loggers import check_loggers
-    from ppo_jax.segments import checkpoint_interval
-    from ppo_jax.storage.locks import DirectoryLock
-    from ppo_jax.storage.run_dir import prepare_out_dir
-
-    log = check_loggers(log, out)
-    num_updates = task.num_updates(cfg)
-    interval = checkpoint_interval(options.checkpoint_every, num_updates)
-    if keep_checkpoints < 1:
-        raise ConfigError(f"--keep-checkpoints must be >= 1, got {keep_checkpoints}.")
-    _lock = out and DirectoryLock(out).acquire()  # --out to this process until run_task returns (storage/locks.py)
-    if out is not None and not resume:
-        prepare_out_dir(out, force)
-    elif force and out is None:
-        say("note: --force has no effect without --out")
-    if interval is not None and out is None:
-        raise ConfigError("--checkpoint-every writes checkpoints into the run directory: add --out DIR.")
-
-    import jax
-
-    from ppo_jax.progress import ProgressReporter
-    from ppo_jax.run_loop import Stopped, run_segments
-    from ppo_jax.seed_chunks import AUTO, choose_chunk_size
-    from ppo_jax.segments import compile_segments, segment_length
-    from ppo_jax.storage.provenance import collect_metadata, now_iso
-
-    seeds = options.seeds
-    length = options.segment_length or segment_length(
-        num_updates,
-        choose_segment_length(num_updates, interval, out is not None),
-        num_runs=len(seeds),
-        num_metrics=len(task.metric_names),
+    """``ppo_jax.runs.run`` with its lines printed; returns the exit status (see the module docstring)."""
+    result = run(
+        task,
+        cfg,
+        options,
+        out=out,
+        force=force,
+        progress=progress,
+        resume=resume,
+        keep_checkpoints=keep_checkpoints,
+        log=log,
+        argv=argv,
+        say=say,
+        report=lambda result: print_result(task, options, result),
     )
-    options = options._replace(segment_length=length)
-    per_update, unit = task.steps_per_update(cfg), task.sample_unit
-    samples = len(seeds) * num_updates * per_update
-    say(
-        f"{task.env_of(cfg)}: {len(seeds)} seed{'s' if len(seeds) > 1 else ''} x {num_updates} updates x {per_update} "
-        f"{unit} = {samples:,} {unit} on {jax.default_backend()}"
-    )
+    if result.stopped_by is not None:
+        return 128 + result.stopped_by
+    return exit_status(result.diverged, len(result.seeds), allow_divergence)
 
-    metadata = collect_metadata(argv, task.name) if out is not None else {}
-    shared = None
-    if task.shared_fields:
-        start = time.perf_counter()
-        shared = jax.device_get(
-            jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(options.pretrain_seed)))
-        )
-        described = task.describe_shared(cfg, shared)
-        metadata.update(
-            pretrain_seed=options.pretrain_seed, pretrain_seconds=time.perf_counter() - start, pretrain=described
-        )
-        details = ", ".join(f"{k} {fmt(v, 3)}" for k, v in described.items())
-        say(
-            f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s"
-            + (f" ({details})" if details else "")
-        )
 
-    every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
-    reporter = ProgressReporter(
-        num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
-    )
-    keys = make_keys(seeds)
-    if options.chunk_size == AUTO:
-        calibration = choose_chunk_size(task, cfg, keys, shared, say)
-        options = options._replace(chunk_size=calibration.chosen)
-        if out is not None:
-            metadata.update(seed_chunks=calibration.to_dict())
-        say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
-    options = options._replace(chunk_size=options.chunk_size or len(seeds))
-    chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
-    segments = compile_segments(
-        task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
-    )
-    num_segments = len(segments.starts())
-    say(
-        f"compile: {segments.compile_seconds:.2f} s"
-        + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else "")
-        + (f" (seeds {options.chunk_size} at a time)" if chunk else "")
-    )
-
-    run = checkpoints = None
-    first = 0
-    carry = segments.init(cfg, keys, shared)
-    if out is not None:
-        from ppo_jax.storage.checkpoints import Checkpoints
-        from ppo_jax.storage.live_run import LiveRun
-
-        if resume:
-            run = LiveRun.resume(out)
-            checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
-            carry, meta = checkpoints.restore(like=carry)
-            check_checkpoint(meta, config_record(task, cfg, seeds), run.checkpoint_dir)
-            run.cut_metrics(int(meta["metrics_bytes"]))
-            first = int(meta["update"])
-            say(f"resuming {run.path} from its checkpoint after update {first}/{num_updates}")
-            metadata = {
-                **run.metadata(),
-                "resumed": [
-                    *run.metadata().get("resumed", []),
-                    {"time": now_iso(), "update": first, "command": metadata["command"]},
-                ],
-            }
-        else:
-            metadata.update(run=options._asdict())
-            run = LiveRun.start(out, config=config_record(task, cfg, seeds), metadata=metadata)
-            checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
-        if run.path != run.out:
-            say(f"writing to {run.path}; it replaces {run.out} once the run is complete")
-    from ppo_jax.loggers import make_loggers
-
-    loggers = make_loggers(log, run.path, seeds, cfg.to_dict(), first) if run is not None else []
-    reporter.start_update = first
-    try:
-        with reporter:
-            result = run_segments(
-                segments,
-                task,
-                cfg,
-                seeds,
-                carry,
-                shared,
-                first_update=first,
-                run=run,
-                checkpoints=checkpoints,
-                checkpoint_every=interval,
-                loggers=loggers,
-                meta={"config": config_record(task, cfg, seeds)},
-            )
-    except Stopped as stop:
-        run.update_metadata(status="interrupted")
-        resume_command = f"ppo-jax {task.command} --out {shlex.quote(str(run.out))} --resume"
-        say(
-            f"stopped by {signal.Signals(stop.signum).name} after update {stop.update}/{num_updates}; checkpoint in {run.checkpoint_dir}"
-        )
-        say(f"continue with: {resume_command}")
-        return 128 + stop.signum
-    finally:
-        for logger in loggers:
-            logger.close()
-        if checkpoints is not None:
-            checkpoints.close()
-    done_samples = len(seeds) * result.updates_run * per_update
-    say(f"run:     {result.run_seconds:.2f} s  ({done_samples / result.run_seconds:,.0f} {unit}/s)")
-
-    output = task.finish(cfg, result.carry, result.metrics or {})
-    evaluation = None
-    if options.eval_episodes > 0:
-        episodes = jax.jit(jax.vmap(lambda o, k: task.evaluate_episodes(cfg, o, k, options.eval_episodes)))
-        evaluation = jax.device_get(episodes(output, keys))
-    scalars = {}  # the task's per-run evaluation (eval_names), with the key a sweep gives it: the run's own
-    if task.eval_names:
-        scalars = jax.device_get(jax.jit(jax.vmap(lambda o, k: task.evaluate(cfg, o, k)))(output, keys))
-        scalars = {name: [float(v) for v in scalars[name]] for name in task.eval_names}
-    output = jax.device_get(output)
-    if run is None:
-        window = result.metrics
-    else:
-        from ppo_jax.storage.run_dir import read_final_window
-
-        window = read_final_window(run.metrics_path, task, seeds, num_updates)
-    diverged = divergences(seeds, result.metrics, None if run is None else run.metrics_path)
-    final = final_values(task, window, num_updates, diverged=[s in diverged for s in seeds])
-    print_final_values(task, seeds, final, diverged)
+def print_result(task: Task, options: RunOptions, result: RunResult) -> None:
+    """The final values per seed and over seeds, then the evaluation (per-run scalars or PPO's episodes)."""
+    seeds, diverged, scalars, evaluation = result.seeds, result.diverged, result.scalars, result.evaluation
+    print_final_values(task, seeds, result.final, diverged)
+    kept = [i for i, s in enumerate(seeds) if s not in diverged]  # a diverged seed's parameters are not finite
     if scalars and evaluation is None:  # PPO's evaluation is printed episode by episode below
-        kept = [i for i, s in enumerate(seeds) if s not in diverged]
         say(
             "evaluation (final parameters, fresh prompts; mean over the seeds that did not diverge): "
             + ", ".join(f"{name} {fmt(_mean(np.asarray(values)[kept]), 3)}" for name, values in scalars.items())
         )
     if evaluation is not None:
-        kept = [i for i, s in enumerate(seeds) if s not in diverged]  # a diverged seed's parameters are not finite
         over = "" if len(kept) == len(seeds) else f"; over the {len(kept)} of {len(seeds)} seeds that did not diverge"
         say(
             f"evaluation ({options.eval_episodes} fresh episodes per seed, final parameters{over}): mean return "
             f"stochastic {fmt(_mean(evaluation.stochastic[kept]))}, deterministic {fmt(_mean(evaluation.deterministic[kept]))}"
         )
-
-    if run is not None:
-        from ppo_jax.storage.atomic import write_json
-        from ppo_jax.storage.run_dir import METADATA_FILE, write_results
-
-        metadata.update(
-            end_time=now_iso(),
-            compile_seconds=segments.compile_seconds,
-            run_seconds=result.run_seconds,
-            env_steps=samples,
-            env_steps_per_second=done_samples / result.run_seconds,
-            final={"definition": f"mean over the last {100 * task.final_fraction:g}% of updates", **final},
-            **({"evaluation": {"per_seed": scalars, "seeds": seeds}} if scalars else {}),
-            diverged=[{"seed": s, **diverged[s]} for s in seeds if s in diverged],
-        )
-
-        def write_final(path: Path) -> None:
-            write_results(path, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
-            write_json(path / METADATA_FILE, metadata)
-
-        say(f"run directory: {run.complete(write_final)}")
-    return exit_status(diverged, len(seeds), allow_divergence)
 
 
 def exit_status(diverged: dict[int, dict], num_seeds: int, allow_divergence: bool) -> int:
@@ -297,65 +90,6 @@ def exit_status(diverged: dict[int, dict], num_seeds: int, allow_divergence: boo
 
 def _mean(values) -> float:
     return float(np.mean(values)) if len(values) else math.nan
-
-
-def divergences(seeds: list[int], metrics: dict | None, metrics_path: Path | None) -> dict[int, dict]:
-    """``{seed: {"update": u, "reason": why}}`` for each seed whose run diverged (``ppo_jax.final_values``).
-
-    From ``metrics`` (``[num_seeds, num_updates]`` in memory) or, when they went there, from metrics.csv.
-    """
-    from ppo_jax.final_values import divergence_flags, divergence_reason, first_divergence
-
-    if metrics is None:
-        from ppo_jax.storage.run_dir import read_divergences
-
-        found = read_divergences(metrics_path, seeds)
-    else:
-        flags = divergence_flags(metrics)
-        first = first_divergence(flags) if flags is not None else np.full(len(seeds), -1)
-        found = {
-            s: (int(u), float(metrics["loss"][i, u]) if "loss" in metrics else math.nan)
-            for i, (s, u) in enumerate(zip(seeds, first, strict=True))
-            if u >= 0
-        }
-    return {int(s): {"update": u, "reason": divergence_reason(loss)} for s, (u, loss) in sorted(found.items())}
-
-
-def check_checkpoint(meta: dict, expected: dict, where: Path) -> None:
-    """A checkpoint continues only the run it was written by: its config and seeds must be this run's."""
-    stored = meta.get("config", {})
-    diff = [f"{k}: checkpoint {stored.get(k)!r}, now {v!r}" for k, v in expected.items() if stored.get(k) != v]
-    if diff:
-        raise ConfigError(
-            f"the checkpoint in {where} was written by a different config; refusing to resume:\n  " + "\n  ".join(diff)
-        )
-
-
-def final_values(task: Task, metrics, num_updates: int, diverged=None) -> dict:
-    """``{name: {"per_seed", "mean", "ci95_low", "ci95_high", "dropped"}}`` for each reported metric.
-
-    ``metrics[name]`` is ``[num_seeds, n]``: the whole run, or (from metrics.csv) just
-    the window of last updates that defines final values. ``diverged[i]``: seed i's run
-    diverged, so its final values are NaN. The mean and CI are over the finite
-    per-seed values; ``dropped`` counts the others (diverged seeds among them).
-    """
-    from ppo_jax.final_values import final_value, final_window, seed_ci
-
-    out = {}
-    for name in task.reported:
-        values = metrics[name][:, -final_window(num_updates, task.final_fraction) :]
-        finals = final_value(values, 1.0)
-        if diverged is not None:
-            finals = np.where(np.asarray(diverged, dtype=bool), np.nan, finals)
-        ci = seed_ci(finals)
-        out[name] = {
-            "per_seed": [float(v) for v in finals],
-            "mean": ci.mean,
-            "ci95_low": ci.low,
-            "ci95_high": ci.high,
-            "dropped": ci.dropped,
-        }
-    return out
 
 
 def print_final_values(task: Task, seeds: list[int], final: dict, diverged: dict | None = None) -> None:

@@ -20,7 +20,7 @@ import tyro
 
 from ppo_jax.cli.common import flag_value, refuse_empty_out, say, seed_list, typed_flags
 from ppo_jax.cli.resume import given_flags, resumed_run
-from ppo_jax.cli.run_task import RunOptions, run_task
+from ppo_jax.cli.run_task import run_task
 from ppo_jax.config_fields import field_names, refuse_inert
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm import presets as lm_presets
@@ -29,6 +29,7 @@ from ppo_jax.lm.task import LM, RLHF
 from ppo_jax.rl.config import PPOConfig
 from ppo_jax.rl.presets import NONE, apply_preset, default_preset
 from ppo_jax.rl.task import PPO
+from ppo_jax.runs import RunOptions
 from ppo_jax.seed_chunks import parse_chunk_size
 from ppo_jax.task_contract import Task
 

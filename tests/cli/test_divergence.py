@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ppo_jax.cli.run_task import EXIT_DIVERGED, exit_status, final_values, print_final_values
+from ppo_jax.cli.run_task import EXIT_DIVERGED, exit_status, print_final_values
 from ppo_jax.rl.probe_envs import DIVERGE_STEP
 from ppo_jax.rl.task import PPO
+from ppo_jax.runs import final_values
 
 NUM_STEPS, UPDATES = 16, 8
 DIVERGE = [

@@ -167,8 +167,8 @@ def test_train_writes_a_valid_run_dir(run_dir):
 
 def test_final_values_over_several_updates_by_hand():
     """The CLI's final values (printed, metadata.json) on windows longer than the end-to-end run's single update."""
-    from ppo_jax.cli.run_task import final_values
     from ppo_jax.lm.task import RLHF
+    from ppo_jax.runs import final_values
 
     # PPO, 60 updates: 5% of 60 = 3 (not ceil(3.0000000000000004) = 4): updates 57, 58, 59, NaN skipped.
     ret = np.stack([np.arange(60.0), 100.0 + np.arange(60.0)])
