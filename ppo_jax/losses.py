@@ -13,13 +13,20 @@ With ``r = exp(log_prob - old_log_prob)`` and advantage ``A``:
 | ``dual_clip``   | clip objective; for A < 0 also bounded below by c A   | Ye et al. 2020, eq. 5              |
 
 The KL term is the exact KL between the old and the new action distribution at
-the sample's state (not a sample estimate).
+the sample's state (not a sample estimate). ``OBJECTIVES`` is the table of the family
+(``PPOConfig.objective``): what each objective reads, whether it needs the KL, whether
+its beta is adapted; the config's choices, inert fields and docs/switches.md follow from it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
+
+from ppo_jax.registry import Registry
 
 
 def clipped_surrogate_loss(
@@ -42,6 +49,75 @@ def clipped_surrogate_loss(
     return -jnp.minimum(unclipped, clipped)
 
 
+def _clip(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c):
+    return clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
+
+
+def _clip_no_min(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c):
+    return -jnp.clip(jnp.exp(log_prob - old_log_prob), 1.0 - clip_eps, 1.0 + clip_eps) * advantage
+
+
+def _unclipped(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c):
+    return -jnp.exp(log_prob - old_log_prob) * advantage
+
+
+def _kl_penalty(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c):
+    return -(jnp.exp(log_prob - old_log_prob) * advantage - kl_beta * kl)
+
+
+def _dual_clip(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c):
+    clipped = -clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
+    return -jnp.where(advantage < 0, jnp.maximum(clipped, dual_clip_c * advantage), clipped)
+
+
+class Objective(NamedTuple):
+    fn: Callable
+    """``fn(log_prob, old_log_prob, advantage, kl, *, clip_eps, kl_beta, dual_clip_c) -> per-sample loss``."""
+    doc: str
+    reference: str = ""
+    reads: tuple[str, ...] = ()
+    """The config fields it reads (the other objectives' fields are inert under it)."""
+    uses_kl: bool = False
+    """Reads KL(pi_old || pi) at each sample's state (computed only for these)."""
+    adapts_beta: bool = False
+    """kl_beta is adapted after every update towards kl_target (``ppo_jax.rl.adaptation``)."""
+
+
+OBJECTIVES: Registry[Objective] = Registry("objective", "policy objective")
+OBJECTIVES.register(
+    "clip", Objective(_clip, "min(r A, clip(r, 1-eps, 1+eps) A)", "Schulman et al. 2017, eq. 7", ("clip_eps",))
+)
+OBJECTIVES.register(
+    "clip_no_min",
+    Objective(_clip_no_min, "clip(r, 1-eps, 1+eps) A", 'ablation: "why is min needed"', ("clip_eps",)),
+)
+OBJECTIVES.register("unclipped", Objective(_unclipped, "r A", "Schulman et al. 2017, eq. 6 (CPI)"))
+OBJECTIVES.register(
+    "kl_fixed",
+    Objective(_kl_penalty, "r A - beta KL(pi_old || pi)", "Schulman et al. 2017, eq. 8", ("kl_beta",), True),
+)
+OBJECTIVES.register(
+    "kl_adaptive",
+    Objective(
+        _kl_penalty,
+        "r A - beta KL(pi_old || pi), beta adapted per update",
+        "Schulman et al. 2017, sec. 4",
+        ("kl_beta", "kl_target"),
+        True,
+        True,
+    ),
+)
+OBJECTIVES.register(
+    "dual_clip",
+    Objective(
+        _dual_clip,
+        "clip objective; for A < 0 also bounded below by c A",
+        "Ye et al. 2020, eq. 5",
+        ("clip_eps", "dual_clip_c"),
+    ),
+)
+
+
 def policy_loss(
     objective: str,
     log_prob: jax.Array,
@@ -53,23 +129,13 @@ def policy_loss(
     kl_beta: jax.typing.ArrayLike,
     dual_clip_c: jax.typing.ArrayLike,
 ) -> jax.Array:
-    """Per-sample policy loss of ``objective`` (static); every array has the same shape.
+    """Per-sample policy loss of ``objective`` (static, a name in ``OBJECTIVES``); every array has the same shape.
 
     ``kl`` is KL(pi_old || pi) at the sample's state; only the KL objectives use it.
     """
-    ratio = jnp.exp(log_prob - old_log_prob)
-    if objective == "clip":
-        return clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
-    if objective == "clip_no_min":
-        return -jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps) * advantage
-    if objective == "unclipped":
-        return -ratio * advantage
-    if objective in ("kl_fixed", "kl_adaptive"):
-        return -(ratio * advantage - kl_beta * kl)
-    if objective == "dual_clip":
-        clipped = -clipped_surrogate_loss(log_prob, old_log_prob, advantage, clip_eps=clip_eps)
-        return -jnp.where(advantage < 0, jnp.maximum(clipped, dual_clip_c * advantage), clipped)
-    raise ValueError(f"unknown objective {objective!r}")
+    return OBJECTIVES[objective].fn(
+        log_prob, old_log_prob, advantage, kl, clip_eps=clip_eps, kl_beta=kl_beta, dual_clip_c=dual_clip_c
+    )
 
 
 def value_loss(

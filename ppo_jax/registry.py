@@ -102,10 +102,18 @@ class Registry(Generic[Entry]):
         return tuple(fields)
 
     def inert(self, value: str) -> dict[str, str]:
-        """``{field: why}``: the fields other variants read that variant ``value`` ignores."""
+        """``{field: why}``: the fields other variants read that variant ``value`` ignores, with the ones that read it."""
         reads = set(getattr(self._entries.get(value), "reads", ()))
-        why = f"the {self.family} {value} does not read it ({self.field}: {value})"
-        return {name: why for name in self.read_by_any() if name not in reads}
+        inert = {}
+        for name in self.read_by_any():
+            if name not in reads:
+                readers = self.where(lambda entry, name=name: name in getattr(entry, "reads", ()))
+                listed = " or ".join([", ".join(readers[:-1]), readers[-1]] if len(readers) > 1 else readers)
+                inert[name] = (
+                    f"the {self.family} {value} does not read it ({self.field}: {value}; "
+                    f"{listed} {'does' if len(readers) == 1 else 'do'})"
+                )
+        return inert
 
     def markdown(self, columns: dict[str, callable] | None = None) -> str:
         """The family as a Markdown table: name, what it does, what it reads, reference (+ ``columns``)."""

@@ -11,6 +11,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ppo_jax.losses import OBJECTIVES
+
 ADAPTIVE_CLIP_RANGE = (0.01, 0.5)
 """Bounds of clip_eps under adaptive_clip."""
 
@@ -42,7 +44,7 @@ def adapt_clip_eps(clip_eps: jax.Array, kl: jax.Array, kl_target) -> jax.Array:
 def adapt(coefs: AdaptedCoefficients, kl: jax.Array, cfg) -> AdaptedCoefficients:
     """The coefficients for the next update, given the KL(pi_old || pi_new) this update produced."""
     clip_eps, kl_beta = coefs
-    if cfg.objective == "kl_adaptive":
+    if OBJECTIVES[cfg.objective].adapts_beta:
         kl_beta = adapt_kl_beta(kl_beta, kl, cfg.kl_target)
     if cfg.adaptive_clip:
         clip_eps = adapt_clip_eps(clip_eps, kl, cfg.clip_kl_target)

@@ -25,6 +25,7 @@ from ppo_jax.config_fields import (
     static,
 )
 from ppo_jax.errors import ConfigError
+from ppo_jax.losses import OBJECTIVES
 from ppo_jax.rl import brax_envs
 from ppo_jax.schedules import SCHEDULES, Schedule
 
@@ -35,14 +36,11 @@ KernelInit = Literal["orthogonal", "lecun_uniform"]
 Network = Literal["mlp", "gru", "lstm"]
 NETWORKS = ("mlp", "gru", "lstm")
 BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
-Objective = Literal["clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip"]
+Objective = OBJECTIVES.literal()
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 ACTION_DISTS = ("gaussian", "tanh_gaussian")
 POLICY_STDS = ("parameter", "state")
 KERNEL_INITS = ("orthogonal", "lecun_uniform")
-OBJECTIVES = ("clip", "clip_no_min", "unclipped", "kl_fixed", "kl_adaptive", "dual_clip")
-CLIPPED_OBJECTIVES = ("clip", "clip_no_min", "dual_clip")
-KL_OBJECTIVES = ("kl_fixed", "kl_adaptive")
 
 
 @struct.dataclass
@@ -97,7 +95,7 @@ class PPOConfig(ConfigBase):
     normalize_reward: bool = static(False)
     """Scale rewards by the running std of the discounted return, clipped to +-reward_clip."""
     objective: Objective = static("clip")
-    """Policy objective: clip (PPO), clip_no_min, unclipped (r*A), kl_fixed, kl_adaptive (PPO paper sec. 4), dual_clip."""
+    """Policy objective: a name in ``ppo_jax.losses.OBJECTIVES`` (PPO's clip and what the PPO paper compares it with)."""
     clip_schedule: Schedule = static("constant")
     """Schedule of clip_eps over the run: constant, or linear decay to 0."""
     ent_schedule: Schedule = static("constant")
@@ -201,16 +199,7 @@ class PPOConfig(ConfigBase):
             inert["obs_clip"] = "observation normalization is off (normalize_obs: false)"
         if not self.normalize_reward:
             inert["reward_clip"] = "reward scaling is off (normalize_reward: false)"
-        if self.objective not in KL_OBJECTIVES:
-            inert["kl_beta"] = f"objective {self.objective} has no KL penalty (use kl_fixed or kl_adaptive)"
-        if self.objective != "kl_adaptive":
-            inert["kl_target"] = f"only objective kl_adaptive adapts beta to kl_target, not {self.objective}"
-        if self.objective != "dual_clip":
-            inert["dual_clip_c"] = f"only objective dual_clip uses dual_clip_c, not {self.objective}"
-        if self.objective not in CLIPPED_OBJECTIVES:
-            inert["clip_eps"] = (
-                f"objective {self.objective} does not clip the ratio (only the clip_fraction metric reads it)"
-            )
+        inert.update(OBJECTIVES.inert(self.objective))
         if not self.early_stop_kl:
             inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
         if not self.adaptive_clip:
@@ -305,7 +294,7 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             raise ConfigError(
                 f"mask_velocity: {cfg.env} has no velocity mask; it is defined for {', '.join(VELOCITY_FREE)}."
             )
-    check_choice("objective", cfg.objective, OBJECTIVES)
+    OBJECTIVES.check(cfg.objective)
     for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
         check_choice(name, getattr(cfg, name), SCHEDULES)
 

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax import distributions
-from ppo_jax.losses import policy_loss, value_loss
+from ppo_jax.losses import OBJECTIVES, policy_loss, value_loss
 
 
 class Minibatch(NamedTuple):
@@ -69,7 +69,7 @@ def loss_from_outputs(
     advantage = batch.advantage
     if cfg.norm_adv:
         advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
-    uses_kl = cfg.objective in ("kl_fixed", "kl_adaptive")
+    uses_kl = OBJECTIVES[cfg.objective].uses_kl
     squashed = isinstance(dist, distributions.TanhGaussian)
 
     def noise(old_dist_i, action):

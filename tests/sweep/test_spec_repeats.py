@@ -42,13 +42,13 @@ REPEATS = [
     ),
     (
         "grid:\n  kl_beta: [0.1, 1.0]\n",
-        ["line 3", "(grid.kl_beta)", "kl_beta is ignored because objective clip has no KL penalty"],
+        ["line 3", "(grid.kl_beta)", "kl_beta is ignored because the policy objective clip does not read it (objective: clip; kl_fixed or kl_adaptive do)"],
     ),
     (
         "zip:\n  clip_eps: [0.2, 0.2]\n  kl_beta: [0.1, 1.0]\n  target_kl: [0.01, 0.02]\n",
         [
             "(zip.kl_beta)",
-            "kl_beta is ignored because objective clip has no KL penalty",
+            "kl_beta is ignored because the policy objective clip does not read it (objective: clip; kl_fixed or kl_adaptive do)",
             "target_kl is ignored because early stopping is off",
         ],
     ),
