@@ -3,9 +3,10 @@
 Modules, one idea each:
 
     config.py        PPOConfig: static fields and float32 traced leaves; validation
-    presets.py       named base configs (mujoco, brax) and the one each env gets by default
-    envs.py          make_env(name): gymnax, Brax and probe envs behind one interface
+    presets.py       named base configs (mujoco, brax, xminigrid) and the one each env gets by default
+    envs.py          SUITES, one table of environment suites (gymnax, Brax, XLand-MiniGrid, probes); make_env(name)
     brax_envs.py     Brax tasks as gymnax-style envs (truncation kept apart from termination)
+    xminigrid_envs.py  XLand-MiniGrid's grid worlds as gymnax-style envs
     probe_envs.py    tiny envs with analytic values, for learning tests
     observation_masks.py  partially observed control: velocities hidden from the observation
     networks.py      ActorCritic: one parameter tree, discrete and continuous heads

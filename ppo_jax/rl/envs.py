@@ -180,10 +180,21 @@ def _probes():
     return PROBE_ENVS
 
 
+def _xminigrid():
+    from ppo_jax.rl import xminigrid_envs
+
+    return xminigrid_envs
+
+
 def _make_brax(name: str, backend: str | None, mask_velocity: bool) -> EnvSpec:
     env = _brax().make_brax_env(name, backend or _brax().DEFAULT_BACKEND)
     bound = np.ones((env.action_dim,), np.float32)  # Brax actions lie in [-1, 1]^A
     return EnvSpec(env, env.default_params, env.obs_dim, False, env.action_dim, -bound, bound)
+
+
+def _make_xminigrid(name: str, backend: str | None, mask_velocity: bool) -> EnvSpec:
+    env = _xminigrid().make(name)
+    return gymnax_style_spec(name, env, env.default_params, mask_velocity)
 
 
 def _make_probe(name: str, backend: str | None, mask_velocity: bool) -> EnvSpec:
@@ -225,5 +236,18 @@ SUITES.register(
         discrete=lambda name: discrete_action_space(_probes()[name](), None),
         doc="one-question envs with analytic answers (ppo_jax.rl.probe_envs)",
         reference='Jones 2021, "Debugging RL, Without the Agonizing Pain"',
+    ),
+)
+SUITES.register(
+    "xminigrid",
+    Suite(
+        names=lambda: _xminigrid().names(),
+        make=_make_xminigrid,
+        discrete=lambda name: True,
+        prefix="xminigrid/",
+        available=lambda: _xminigrid().available(),
+        install_hint='XLand-MiniGrid tasks need the optional extra: pip install "ppo-jax[xminigrid]"',
+        doc="MiniGrid's grid-world tasks in JAX (egocentric 7x7 symbolic view, 6 discrete actions)",
+        reference="Nikulin et al. 2024, XLand-MiniGrid",
     ),
 )

@@ -92,11 +92,13 @@ def values_list(raw, ctx: SpecContext, path: tuple, name: str | None = None) -> 
 
 
 def configured(task: Task, base, values: dict):
-    """``base`` with ``values`` set: a ``preset`` value's fields first (over base), then the other values (over it)."""
+    """``base`` with ``values`` set: a ``preset`` value's fields first (over base, for the env ``values`` names, if
+    any: a preset may fit some envs only), then the other values (over it)."""
     values = dict(values)
     preset = values.pop(PRESET_AXIS, None)
     if preset is not None:
-        base = task.apply_preset(preset, base)
+        env = {task.env_field: values[task.env_field]} if task.env_field in values else {}
+        base = task.apply_preset(preset, base.replace(**env))
     return base.replace(**values)
 
 
