@@ -99,6 +99,34 @@ def test_the_table_answers_for_the_toy_suite(toy_suite, capsys):
     assert listed[listed.index("# toy: a chain walk, registered by a test") + 1] == ENV
 
 
+def test_a_suite_not_installed_gives_its_install_hint_before_anything_compiles(capsys):
+    from jax import monitoring
+
+    from ppo_jax.cli import main
+
+    missing = Suite(
+        names=lambda: ["absent/Task-v0"],
+        make=None,
+        discrete=None,
+        prefix="absent/",
+        available=lambda: False,
+        install_hint="pip install absent-suite",
+    )
+    compiles = []
+    monitoring.register_event_duration_secs_listener(
+        lambda name, secs, **kw: compiles.append(name) if "backend_compile" in name else None
+    )
+    SUITES.register("absent", missing)
+    try:
+        assert main(["train", "--env", "absent/Task-v0", "--total-timesteps", "1024"]) == 2
+        assert main(["train", "--env", "absent/Other-v0"]) == 2  # its prefix: the hint, not "unknown"
+    finally:
+        SUITES.unregister("absent")
+    err = capsys.readouterr().err
+    assert err.count("absent/Task-v0: pip install absent-suite") == 1 and "absent/Other-v0: pip install" in err
+    assert compiles == []
+
+
 def test_the_toy_suite_trains(toy_suite):
     from ppo_jax.rl.train import train
 
