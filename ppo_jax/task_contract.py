@@ -89,6 +89,11 @@ class Task:
     """The ``ppo-jax`` subcommand that trains it and resumes its runs ("train" for ppo, "rlhf"); empty: the task's name."""
     unit: str = ""
     """What ``steps_per_update`` counts; empty: env steps with an env_field, else sequences."""
+    score_bounds: tuple[float, float] | None = None
+    """Bounds of the score on every env of the task (lm: sampled pass@1 in [0, 1]): a report normalizes by them
+    where no reference score is given; None: a reference score per env (``ppo_jax.report.scores``)."""
+    score_bounds_source: str = ""
+    """What the bounds are, in words (a report's normalizers say it)."""
     presets: str = ""
     """Module of the task's named presets (``CHOICES``, ``apply_preset(name, cfg)``): a spec's ``preset`` axis."""
 

@@ -33,6 +33,11 @@ RLHF = Task(
     summed_metrics=(NON_FINITE,),
     reported=("score", "true_score", "kl_ref", "response_length", "entropy"),
     env_id="copy",
+    score_bounds=(0.0, 1.0),
+    score_bounds_source=(
+        "the programmatic score's bounds: 0 = no position of the intended response right, "
+        "1 = every position (RLHF copy task; not a random policy)"
+    ),
     shared_fields=PRETRAIN_FIELDS,
     steps_per_update_fields=("num_prompts", "group_size"),
     command="rlhf",
@@ -53,6 +58,8 @@ LM = Task(
     summed_metrics=(NON_FINITE,),
     reported=("accuracy", "sample_entropy", "response_length", "kl_ref", "kl_ref_estimate"),
     env_field="problem",
+    score_bounds=(0.0, 1.0),
+    score_bounds_source="sampled pass@1's bounds: 0 = no answer right, 1 = every answer (lm task; not a random policy)",
     shared_fields=PRETRAIN_FIELDS,
     steps_per_update_fields=("num_prompts", "group_size"),
     command="lm",

@@ -43,7 +43,7 @@ from ppo_jax.errors import ReportError
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.report import entropy_fit, frontier, intervals, metric_tables, paper_table1, scores, sections
 from ppo_jax.report.index import sources_line, stamp_tables, write_index
-from ppo_jax.report.scores import NORMALIZATIONS, load_reference_scores
+from ppo_jax.report.scores import NORMALIZATIONS, bounded_references, load_reference_scores
 from ppo_jax.report.sections import Context, Section
 from ppo_jax.report.sections import grid_fields as _grid_fields  # noqa: F401  (its old name here, for callers)
 from ppo_jax.report.sources import Runs, load_sources
@@ -159,8 +159,8 @@ def make_report(
         marker="no report.json",
         error=ReportError,
     )
-    references = load_reference_scores(reference_scores)
     runs = load_sources([Path(p) for p in paths])
+    references = load_reference_scores(reference_scores, bounded_references(runs.task, runs.curves["env"].unique()))
     if normalize == "best-setting" and runs.task.name != "ppo":
         raise ReportError(
             f"--normalize best-setting is the PPO paper's normalization of returns (random policy = 0); "

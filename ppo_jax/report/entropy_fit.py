@@ -78,6 +78,12 @@ def summary(per_run: pd.DataFrame, reps: int, seed: int, min_seeds: int = interv
     """Per env x setting: runs, fitted (runs with a fit), median r2, and for a, b, ceiling: IQM [95% CI] over seeds
     (per-seed values ``m_per_seed`` instead of a CI with fewer than ``min_seeds`` fits)."""
     fitted = per_run[np.isfinite(per_run["a"])].assign(diverged=False)
+    counts = per_run.groupby(["env", "setting"], sort=False).agg(
+        runs=("seed", "size"), fitted=("a", lambda a: int(np.isfinite(a).sum())), median_r2=("r2", "median")
+    )
+    if fitted.empty:  # no run has 3 finite points to fit (e.g. runs of 2 updates): every parameter NaN
+        columns = [f"{name}{end}" for name, _ in PARAMETERS for end in ("", "_low", "_high", "_per_seed")]
+        return counts.reset_index().assign(**dict.fromkeys(columns, np.nan))
     out = None
     for name, _ in PARAMETERS:
         stats = intervals.per_env(fitted, name, reps, seed, min_seeds).drop(
@@ -87,9 +93,6 @@ def summary(per_run: pd.DataFrame, reps: int, seed: int, min_seeds: int = interv
             columns={"iqm": name, "low": f"{name}_low", "high": f"{name}_high", "per_seed": f"{name}_per_seed"}
         )
         out = stats if out is None else out.merge(stats, on=["env", "setting"])
-    counts = per_run.groupby(["env", "setting"], sort=False).agg(
-        runs=("seed", "size"), fitted=("a", lambda a: int(np.isfinite(a).sum())), median_r2=("r2", "median")
-    )
     return counts.reset_index().merge(out, on=["env", "setting"], how="left")
 
 

@@ -14,8 +14,9 @@
   CartPole, the maximum the time limit allows. For an environment without a
   documented best (MinAtar and the Brax tasks here), ``best`` is the best final return among the
   settings in the report — the normalization of the PPO paper (Schulman et al.
-  2017, Sec. 6.1) — and the report says so. The RLHF copy task's score is a
-  share of positions right, so its own bounds, 0 and 1, normalize it.
+  2017, Sec. 6.1) — and the report says so. A task whose score has fixed bounds
+  on every env (``Task.score_bounds``: lm's sampled pass@1, rlhf's share of positions
+  right, both in [0, 1]) is normalized by them, whatever its problem.
 * With ``normalize="best-setting"`` (``ppo-jax report --normalize best-setting``)
   every environment is normalized as in the PPO paper: ``best`` is the best
   setting's mean final return in the report, documented or not (its Table 1 is
@@ -88,28 +89,13 @@ REFERENCE_SCORES = {
     "brax/hopper": Reference(128.35, None, f"{_BRAX_RANDOM}; best: none documented"),
     "brax/walker2d": Reference(236.55, None, f"{_BRAX_RANDOM}; best: none documented"),
     "brax/halfcheetah": Reference(-63.14, None, f"{_BRAX_RANDOM}; best: none documented"),
-    "copy": Reference(
-        0.0,
-        1.0,
-        "the programmatic score's bounds: 0 = no position of the intended response right, "
-        "1 = every position (RLHF copy task; not a random policy)",
-        chance=False,
-    ),
-    **{
-        problem: Reference(
-            0.0,
-            1.0,
-            "sampled pass@1's bounds: 0 = no answer right, 1 = every answer (lm task; not a random policy)",
-            chance=False,
-        )
-        for problem in ("addition", "sort")
-    },
 }
 
 
-def load_reference_scores(path: Path | None) -> dict[str, Reference]:
-    """The built-in table, updated from a YAML file ``{env: {random: R, best: B, source: text}}`` if given."""
-    table = dict(REFERENCE_SCORES)
+def load_reference_scores(path: Path | None, bounded: dict[str, Reference] | None = None) -> dict[str, Reference]:
+    """The built-in table, with ``bounded`` (a task's score bounds per env: ``bounded_references``), updated from a
+    YAML file ``{env: {random: R, best: B, source: text}}`` if given."""
+    table = {**REFERENCE_SCORES, **(bounded or {})}
     if path is None:
         return table
     from ppo_jax.errors import SpecError
@@ -138,6 +124,14 @@ def load_reference_scores(path: Path | None) -> dict[str, Reference]:
             bool(entry.get("chance", True)),
         )
     return table
+
+
+def bounded_references(task, envs) -> dict[str, Reference]:
+    """``{env: Reference}`` from ``task.score_bounds`` for each env (a bound, not a random policy's score); {} if none."""
+    if task.score_bounds is None:
+        return {}
+    low, high = task.score_bounds
+    return {env: Reference(low, high, task.score_bounds_source, chance=False) for env in envs}
 
 
 def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:

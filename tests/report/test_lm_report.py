@@ -93,3 +93,16 @@ def test_lm_report_fits_each_run_exports_its_curves_and_tables_its_evaluation(tm
             ours = curves[curves["setting"] == label].sort_values(["seed", "update"])[column].to_numpy()
             theirs = table[table["setting_id"] == setting_id].sort_values(["seed", "update"])[column].to_numpy()
             np.testing.assert_allclose(ours, theirs, rtol=1e-6, err_msg=column)
+
+
+def test_summary_of_runs_too_short_to_fit_is_all_nan():
+    """Runs of 2 updates have no fit (3 points needed): the summary counts them and leaves every parameter NaN
+    (it raised a KeyError from an empty statistics table before)."""
+    from ppo_jax.report.entropy_fit import summary
+
+    per_run = pd.DataFrame(
+        {"env": "sort", "setting": "s", "seed": [0, 1], "diverged": False, "a": np.nan, "b": np.nan}
+    ).assign(ceiling=np.nan, r2=np.nan, points=2)
+    table = summary(per_run, reps=100, seed=0)
+    assert table[["runs", "fitted"]].values.tolist() == [[2, 0]]
+    assert table[["a", "b_low", "ceiling_high"]].isna().all().all()
