@@ -31,11 +31,11 @@ from ppo_jax.rl.config import PPOConfig, validate
 from ppo_jax.rl.envs import env_spec, suite_of
 from ppo_jax.rl.evaluate import EVAL_EPISODES, evaluation_key
 from ppo_jax.rl.evaluate import evaluate as evaluate_params
+from ppo_jax.rl.metrics import EVAL_NAMES
 from ppo_jax.rl.normalization import RunningMeanStd, init_reward_scaler, init_stats, update_stats
 from ppo_jax.rl.ppo_loss import LossCoefficients, Minibatch
 from ppo_jax.rl.ppo_update import update
 from ppo_jax.rl.rollout import RecurrentState, RunnerState, flatten_obs, init_episode_stats, rollout
-from ppo_jax.rl.task import EVAL_NAMES
 from ppo_jax.scan_updates import scan_updates
 from ppo_jax.schedules import scheduled
 
@@ -152,7 +152,7 @@ def train(
 
     Returns:
       ``TrainOutput(train_state, obs_stats, metrics)`` with ``metrics[name]`` of
-      shape ``[num_updates]``; see ``ppo_jax.rl.task.METRIC_NAMES``.
+      shape ``[num_updates]``; see ``ppo_jax.rl.metrics.METRIC_NAMES``.
     """
     runner = init(cfg, key)
     runner, metrics = scan_updates(
