@@ -42,7 +42,11 @@ REPEATS = [
     ),
     (
         "grid:\n  kl_beta: [0.1, 1.0]\n",
-        ["line 3", "(grid.kl_beta)", "kl_beta is ignored because the policy objective clip does not read it (objective: clip; kl_fixed or kl_adaptive do)"],
+        [
+            "line 3",
+            "(grid.kl_beta)",
+            "kl_beta is ignored because the policy objective clip does not read it (objective: clip; kl_fixed or kl_adaptive do)",
+        ],
     ),
     (
         "zip:\n  clip_eps: [0.2, 0.2]\n  kl_beta: [0.1, 1.0]\n  target_kl: [0.01, 0.02]\n",
