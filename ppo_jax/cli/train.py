@@ -27,6 +27,7 @@ from ppo_jax.lm import presets as lm_presets
 from ppo_jax.lm.config import LmConfig, RlhfConfig
 from ppo_jax.lm.task import LM, RLHF
 from ppo_jax.rl.config import PPOConfig
+from ppo_jax.rl.presets import CHOICES as PPO_PRESETS
 from ppo_jax.rl.presets import NONE, apply_preset, default_preset
 from ppo_jax.rl.task import PPO
 from ppo_jax.runs import RunOptions
@@ -78,8 +79,8 @@ class Train(RunFlags):
 
     eval_episodes: int = 16
     """After training, play this many fresh episodes per seed with the final parameters, stochastic and deterministic policy (0: none); written to evaluation.csv."""
-    preset: Literal["mujoco", "ppo1", "brax", "none"] = NONE
-    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3, with ppo2-era details), ppo1 (the paper's released code, OpenAI baselines ppo1: lr and clip range annealed, no value or gradient clipping, no reward normalization), brax (Brax PPO's published settings for the task, sized for an accelerator) or none (the defaults below). Without --preset a Brax task starts from mujoco, every other env from none; the run prints which. See ppo_jax/rl/presets.py; `ppo-jax train --preset P --env E --help` shows its values."""
+    preset: Literal[PPO_PRESETS] = NONE
+    """Start from a named base config for --env, which other flags override: mujoco (the PPO paper's MuJoCo settings, Table 3, with ppo2-era details), ppo1 (the paper's released code, OpenAI baselines ppo1: lr and clip range annealed, no value or gradient clipping, no reward normalization), brax (Brax PPO's published settings for the task, sized for an accelerator), xminigrid (XLand-MiniGrid's single-task PPO, for its MiniGrid tasks) or none (the defaults below). Without --preset a Brax task starts from mujoco, every other env from none; the run prints which. See ppo_jax/rl/presets.py; `ppo-jax train --preset P --env E --help` shows its values."""
     config: Annotated[PPOConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=PPOConfig
     )
