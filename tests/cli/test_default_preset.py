@@ -174,7 +174,7 @@ def test_help_shows_the_default_presets_values(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         parse(["train", "--env", IDP, "--help"])
     text = capsys.readouterr().out
-    assert "--preset {mujoco,ppo1,brax,none}" in text and "(default: mujoco)" in text
+    assert "--preset {mujoco,ppo1,brax,xminigrid,none}" in text and "(default: mujoco)" in text
     assert "(default: 2048)" in text and "(default: 1000000)" in text  # num_steps, total_timesteps
 
 
