@@ -115,15 +115,11 @@ class Registry(Generic[Entry]):
                 )
         return inert
 
-    def markdown(self, columns: dict[str, callable] | None = None) -> str:
-        """The family as a Markdown table: name, what it does, what it reads, reference (+ ``columns``)."""
-        columns = columns or {}
-        header = ["name", "what it computes", "reads", *columns, "reference"]
-        rows = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    def markdown(self) -> str:
+        """The family as a Markdown table: name, what it computes, what it reads, reference."""
+        rows = ["| name | what it computes | reads | reference |", "|---|---|---|---|"]
         for name, entry in self._entries.items():
             reads = ", ".join(f"`{f}`" for f in getattr(entry, "reads", ())) or "-"
-            cells = [f"`{name}`", getattr(entry, "doc", ""), reads]
-            cells += [str(column(entry)) for column in columns.values()]
-            cells.append(getattr(entry, "reference", ""))
+            cells = [f"`{name}`", getattr(entry, "doc", ""), reads, getattr(entry, "reference", "")]
             rows.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
         return "\n".join(rows)

@@ -156,7 +156,8 @@ XMINIGRID = dict(
     rnn_hidden_size=1024,
     head_hidden_sizes=(256,),
 )
-XMINIGRID_PREFIX = "xminigrid/"
+XMINIGRID_SUITE = "xminigrid"
+"""The environment suite (``ppo_jax.rl.envs.SUITES``) whose envs the ``xminigrid`` preset is for."""
 
 
 def brax_values(env: str) -> dict:
@@ -189,7 +190,7 @@ def preset_values(name: str, env: str) -> dict:
     """The fields preset ``name`` sets for environment ``env`` (none: no fields); ConfigError if it does not fit the env."""
     if name not in CHOICES:
         raise ConfigError(f"unknown preset {name!r}: choose one of {', '.join(CHOICES)} (the plain defaults).")
-    from ppo_jax.rl.envs import check_env, has_discrete_actions  # gymnax: imported on first use
+    from ppo_jax.rl.envs import SUITES, check_env, has_discrete_actions  # gymnax: imported on first use
 
     check_env(env)
     if name == NONE:
@@ -202,9 +203,10 @@ def preset_values(name: str, env: str) -> dict:
             )
         return dict(MUJOCO if name == "mujoco" else PPO1)
     if name == "xminigrid":
-        if not env.startswith(XMINIGRID_PREFIX):
+        suite = SUITES[XMINIGRID_SUITE]
+        if not suite.owns(env):
             raise ConfigError(
-                f"preset xminigrid holds XLand-MiniGrid's PPO settings for its grid worlds ({XMINIGRID_PREFIX}<task>); "
+                f"preset xminigrid holds XLand-MiniGrid's PPO settings for its grid worlds ({suite.prefix}<task>); "
                 f"{env} is not one. Give the hyperparameters as flags."
             )
         return dict(XMINIGRID)
