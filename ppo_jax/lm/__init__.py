@@ -1,6 +1,6 @@
 """RL for language models at a scale where seeds are cheap: SFT, then PPO, GRPO and their relatives, every choice a switch.
 
-A small causal transformer (or a GRU) is fine-tuned on demonstrations of a task
+A small causal decoder (a tiny Llama-family member, the GPT-2-style transformer or a GRU) is fine-tuned on demonstrations of a task
 (SFT; the frozen copy is the reference), then trained by RL on its own samples:
 ``group_size`` responses to each prompt, scored by the task's verifier (n-digit
 addition, sorting, the copy task) or by a learned Bradley-Terry reward model,
@@ -24,7 +24,14 @@ Modules, one idea each:
     copy_task.py       the RLHF toy: copy the prompt, then stop
     problems.py        PROBLEMS: the table of tasks (sizes, prompts, demonstrations, verify, checks)
     verifier.py        answer extraction, correctness, format reward, DAPO's overlong punishment
-    transformer.py     the causal decoder with an explicit key-value cache
+    decoder_config.py  DecoderConfig and FAMILIES (llama, qwen2, qwen3): config.json in both transformers formats
+    rope.py            ROPE_TYPES: rotary embeddings (default, linear, Llama 3 scaling)
+    decoder.py         the Llama / Qwen decoder over a parameter pytree, KV-cache decoding of left-padded batches
+    sampling.py        temperature, top-k, top-p; the log-probs of the distribution tokens were drawn from
+    hf_tensors.py      Hugging Face tensor names and safetensors files (sharded or not)
+    text_tokenizer.py  tokenizer.json, special tokens and the chat template, without transformers
+    checkpoints.py     load_checkpoint(path) and save_checkpoint(path, ck): Hugging Face checkpoint directories
+    transformer.py     the GPT-2-style causal decoder of the published lab results
     gru.py             the GRU model
     models.py          MODELS: the architectures; the run's models (policy, scalar) and their interface
     sft.py             supervised warm start, stopped at a target sampled accuracy

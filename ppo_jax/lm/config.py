@@ -98,11 +98,11 @@ class LmConfig(ConfigBase):
     model: Model = static("transformer")
     """Policy (and critic, reward model) architecture: a name in ``models.MODELS``."""
     model_dim: int = static(64)
-    """transformer: width of the residual stream."""
+    """transformer, decoder: width of the residual stream."""
     num_layers: int = static(2)
-    """transformer: decoder blocks."""
+    """transformer, decoder: decoder blocks."""
     num_heads: int = static(4)
-    """transformer: attention heads (divides model_dim)."""
+    """transformer, decoder: attention heads (divides model_dim)."""
     embed_dim: int = static(16)
     """gru: token embedding width."""
     hidden_dim: int = static(64)

@@ -1,4 +1,5 @@
-"""The models of a run, by ``cfg.model`` (``MODELS``): the causal transformer (``transformer.py``) or the GRU (``gru.py``).
+"""The models of a run, by ``cfg.model`` (``MODELS``): a Llama-family decoder (``decoder.py``), the GPT-2-style
+transformer (``transformer.py``) or the GRU (``gru.py``).
 
 Every architecture's module has one interface, which this module dispatches on the
 model's class (the module defining it): ``init_params(model, key)``, ``run(model, params, tokens [B, T])
@@ -20,7 +21,9 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm import gru, problems, transformer
+from ppo_jax.lm import decoder, gru, problems, tokens, transformer
+from ppo_jax.lm.decoder_config import DecoderConfig
+from ppo_jax.lm.rope import RopeParams
 from ppo_jax.registry import Registry
 
 
@@ -55,6 +58,31 @@ def _transformer(cfg, vocab, out_dim, **head):
     )
 
 
+def lab_decoder_config(cfg) -> DecoderConfig:
+    """The lab's tiny member of the Llama family: ``model_dim``, ``num_layers``, ``num_heads`` (one key-value head
+    each), a SwiGLU width of ``8/3 * model_dim`` (the parameter count of a ``4 * model_dim`` GELU MLP; Touvron et
+    al. 2023), untied embeddings, RoPE base 10000, the problem's vocabulary with its PAD and EOS."""
+    return DecoderConfig(
+        model_type="llama",
+        vocab_size=problems.vocab_size(cfg),
+        hidden_size=cfg.model_dim,
+        intermediate_size=8 * cfg.model_dim // 3,
+        num_layers=cfg.num_layers,
+        num_heads=cfg.num_heads,
+        num_kv_heads=cfg.num_heads,
+        head_dim=cfg.model_dim // cfg.num_heads,
+        max_position_embeddings=problems.prompt_len(cfg) + problems.response_len(cfg),
+        rms_norm_eps=1e-6,
+        rope=RopeParams("default", 10000.0),
+        eos_token_ids=(tokens.EOS,),
+        pad_token_id=tokens.PAD,
+    )
+
+
+def _decoder(cfg, vocab, out_dim, *, head_gain=1.0):
+    return decoder.Decoder(lab_decoder_config(cfg), out_dim=0 if out_dim == vocab else out_dim, head_gain=head_gain)
+
+
 def _check_transformer(cfg) -> None:
     if cfg.model_dim % cfg.num_heads:
         raise ConfigError(
@@ -63,7 +91,22 @@ def _check_transformer(cfg) -> None:
         )
 
 
+def _check_decoder(cfg) -> None:
+    _check_transformer(cfg)
+    lab_decoder_config(cfg)  # ConfigError for an odd head dimension
+
+
 MODELS: Registry[Architecture] = Registry("model", "model architecture")
+MODELS.register(
+    "decoder",
+    Architecture(
+        _decoder,
+        "Llama-family decoder (RMSNorm, RoPE, SwiGLU), the lab's sizes",
+        "Touvron et al. 2023",
+        ("model_dim", "num_layers", "num_heads"),
+        _check_decoder,
+    ),
+)
 MODELS.register(
     "transformer",
     Architecture(

@@ -1,0 +1,108 @@
+"""Token sampling with temperature, top-k and top-p, and the log-probabilities of the distribution actually sampled.
+
+An RL loss on sampled tokens needs the log-probability the behaviour policy gave
+each token. When tokens are drawn from a tempered, truncated distribution, that
+log-probability is the one of the tempered, truncated distribution, not
+``log_softmax(logits)``: taking the raw softmax silently biases the ratio and the
+KL. ``sampling_log_probs`` is that distribution, ``sample`` draws from it and
+returns the drawn token's log-probability under it, ``token_log_prob`` recomputes
+it for given tokens (what the loss does later).
+
+The warpers run in transformers' default order for ``generate``: temperature,
+then top-k (Fan et al. 2018, "Hierarchical neural story generation"), then top-p
+(Holtzman et al. 2020, "The curious case of neural text degeneration"), each with
+the semantics of transformers' ``TemperatureLogitsWarper``, ``TopKLogitsWarper``
+and ``TopPLogitsWarper`` (``min_tokens_to_keep=1``).
+
+Every knob is a traced array (``SamplingParams``), so one compilation serves a
+sweep that vmaps over them: top-k sorts and reads the k-th largest logit instead
+of calling ``lax.top_k`` with a static k.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+
+class SamplingParams(NamedTuple):
+    """The knobs of token sampling, each a scalar array (vmap over a batch of them for a sweep).
+
+    Attributes:
+        temperature: float32, >= 0; the logits are divided by it; 0 means greedy (argmax).
+        top_k: int32; keep the k most probable tokens (and tokens tied with the k-th); 0 (or less) means off.
+        top_p: float32 in (0, 1]; nucleus sampling; 1.0 (or more) means off.
+    """
+
+    temperature: jax.Array
+    top_k: jax.Array
+    top_p: jax.Array
+
+
+def sampling_params(temperature: ArrayLike = 1.0, top_k: ArrayLike = 0, top_p: ArrayLike = 1.0) -> SamplingParams:
+    """``SamplingParams`` with float32 temperature and top_p, int32 top_k; the defaults sample from the raw softmax."""
+    return SamplingParams(
+        jnp.asarray(temperature, jnp.float32), jnp.asarray(top_k, jnp.int32), jnp.asarray(top_p, jnp.float32)
+    )
+
+
+def sampling_log_probs(logits: jax.Array, params: SamplingParams) -> jax.Array:
+    """Log-probabilities ``[..., V]`` (float32) of the distribution ``sample`` draws tokens from.
+
+    In float32 whatever the dtype of ``logits [..., V]``: ``logits / temperature``,
+    then top-k keeps every token whose tempered logit is >= the k-th largest (ties
+    kept; k >= V keeps all), then top-p sorts the top-k distribution ascending
+    (stable sort: among equal tokens the lower index comes first) and removes the
+    tokens whose cumulative probability is <= 1 - top_p, always keeping the most
+    probable: the smallest set of most probable tokens whose probability reaches
+    top_p. The kept set is renormalised; every other token gets -inf.
+
+    At temperature 0 (greedy) it is the one-hot distribution of ``argmax(logits)``
+    (the first index among ties): 0 there, -inf elsewhere; top-k and top-p are
+    then ignored.
+    """
+    logits = logits.astype(jnp.float32)
+    vocab = logits.shape[-1]
+    greedy = params.temperature <= 0
+    tempered = logits / jnp.where(greedy, 1.0, params.temperature)
+
+    kth_largest = jnp.take(jnp.sort(tempered, axis=-1), vocab - jnp.clip(params.top_k, 1, vocab), axis=-1)
+    top_k_logits = jnp.where((params.top_k <= 0) | (tempered >= kth_largest[..., None]), tempered, -jnp.inf)
+
+    order = jnp.argsort(top_k_logits, axis=-1, stable=True)
+    ascending = jnp.take_along_axis(top_k_logits, order, axis=-1)
+    removed_sorted = jnp.cumsum(jax.nn.softmax(ascending, axis=-1), axis=-1) <= 1 - params.top_p
+    removed_sorted = removed_sorted.at[..., -1].set(False)
+    removed = jnp.take_along_axis(removed_sorted, jnp.argsort(order, axis=-1), axis=-1)
+    kept_logits = jnp.where((params.top_p < 1) & removed, -jnp.inf, top_k_logits)
+
+    one_hot = jnp.arange(vocab) == jnp.argmax(logits, axis=-1, keepdims=True)
+    return jnp.where(greedy, jnp.where(one_hot, 0.0, -jnp.inf), jax.nn.log_softmax(kept_logits, axis=-1))
+
+
+def token_log_prob(logits: jax.Array, token: jax.Array, params: SamplingParams) -> jax.Array:
+    """Log-probability ``[...]`` (float32) of ``token [...]`` under the sampling distribution of ``logits [..., V]``.
+
+    -inf for a token outside the kept set (``sample`` never draws one). Differentiable
+    in the logits: the kept set is piecewise constant, so the gradient is
+    (1[j = token] - p_j) / temperature on the kept tokens j, 0 elsewhere (and 0 at
+    temperature 0).
+    """
+    log_probs = sampling_log_probs(logits, params)
+    return jnp.take_along_axis(log_probs, token[..., None].astype(jnp.int32), axis=-1)[..., 0]
+
+
+def sample(key: jax.Array, logits: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:
+    """Draw ``token [...]`` (int32) from ``sampling_log_probs(logits [..., V], params)``, with its log-prob ``[...]``.
+
+    The log-prob (float32) is the drawn token's under the distribution it was drawn
+    from, equal to ``token_log_prob(logits, token, params)``. At temperature 0 the
+    token is ``argmax(logits)`` (the one-hot distribution has a single finite entry)
+    and its log-prob is 0.
+    """
+    log_probs = sampling_log_probs(logits, params)
+    token = jax.random.categorical(key, log_probs, axis=-1).astype(jnp.int32)
+    return token, jnp.take_along_axis(log_probs, token[..., None], axis=-1)[..., 0]
