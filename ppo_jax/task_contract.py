@@ -27,6 +27,7 @@ and optionally::
       describe_shared(cfg, shared) -> {name: float}     # what the CLI prints and records about it
       evaluate_episodes(cfg, output, key, num_episodes)  # per-episode evaluation (PPO: an Evaluation)
       checked_state(carry) -> pytree                    # the part of the carry that must stay finite (default: all)
+      export_policies(cfg, output, seeds, path) -> [Path]  # trained policies in a format other tools load
 
 Every task's metrics end with ``non_finite`` (``ppo_jax.final_values.NON_FINITE``):
 ``step`` does not return it; ``ppo_jax.scan_updates``, the loop over updates of
@@ -152,6 +153,11 @@ class Task:
 
     def params_tree(self, output, shared) -> dict:
         return self.engine_module().params_tree(output, shared)
+
+    def export(self, cfg, output, seeds, path) -> list:
+        """The engine's ``export_policies(cfg, output, seeds, path)`` (trained policies other tools load), if any."""
+        export = getattr(self.engine_module(), "export_policies", None)
+        return [] if export is None else export(cfg, output, seeds, path)
 
     def describe_shared(self, cfg, shared) -> dict:
         describe = getattr(self.engine_module(), "describe_shared", None)

@@ -31,6 +31,7 @@ from ppo_jax.lm.models import MODELS
 from ppo_jax.lm.policy_objectives import POLICY_LOSSES, RATIOS
 from ppo_jax.lm.problems import PROBLEMS
 from ppo_jax.lm.reward_model import REWARD_MODELS
+from ppo_jax.lm.text_problems import TextProblem  # noqa: F401 - registers the text problems before PROBLEMS.literal()
 from ppo_jax.schedules import Schedule
 
 SWITCH_TABLES = (
@@ -51,7 +52,6 @@ are derived from them."""
 
 # The fields' annotations: the names registered when the package is imported (the CLI's choices).
 Problem = PROBLEMS.literal()
-Model = MODELS.literal()
 RewardModel = REWARD_MODELS.literal()
 Advantage = ESTIMATORS.literal()
 Ratio = RATIOS.literal()
@@ -89,14 +89,17 @@ class LmConfig(ConfigBase):
     scratchpad_filler: int = static(0)
     """addition/sort with a scratchpad: demonstrations open it with 0..F random digits (uniform), so the SFT
     model's responses vary in length and RL may lengthen or shorten them (Dr. GRPO's length bias)."""
+    chat_template: bool = static(False)
+    """text problems: render each question through the checkpoint's chat template (else the question and a newline)."""
     vocab_size: int = static(10)
     """copy: tokens (PAD, EOS and vocab_size - 2 content tokens); the arithmetic tasks have their own vocabulary."""
     prompt_len: int = static(4)
     """copy: content tokens per prompt."""
     max_response_len: int = static(0)
     """Longest response, EOS included; 0: the longest demonstration + 2 (with scratchpad: twice the longest)."""
-    model: Model = static("transformer")
-    """Policy (and critic, reward model) architecture: a name in ``models.MODELS``."""
+    model: str = static("transformer")
+    """Policy (and critic, reward model): an architecture in ``models.MODELS`` (decoder, transformer, gru), or a
+    Llama / Qwen checkpoint directory (config.json, safetensors) whose weights start SFT and RL."""
     model_dim: int = static(64)
     """transformer, decoder: width of the residual stream."""
     num_layers: int = static(2)
@@ -290,7 +293,7 @@ class RlhfConfig(LmConfig):
 
     problem: Problem = static("copy")
     max_response_len: int = static(6)
-    model: Model = static("gru")
+    model: str = static("gru")
     group_size: int = static(1)
     update_epochs: int = static(4)
     num_updates: int = static(100)

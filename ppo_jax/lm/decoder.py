@@ -101,9 +101,11 @@ def param_shapes(model: Decoder) -> dict:
 
 
 def init_params(model: Decoder, key: jax.Array) -> dict:
-    """Fresh parameters: kernels and embeddings normal(0, 0.02) (transformers' initializer_range), norms 1, biases 0.
+    """Fresh parameters: kernels normal with std 1/sqrt(fan_in) and embeddings 1/sqrt(D) (LeCun et al. 1998; Flax's
+    defaults, as the lab's other models), norms 1, biases 0; a fresh head orthogonal with gain ``head_gain``.
 
-    A fresh head is orthogonal with gain ``head_gain``.
+    Not transformers' fixed std 0.02 (its ``initializer_range``): that is about 1/sqrt(fan_in) at widths in the
+    thousands, and far smaller at the lab's widths.
     """
     dtype = _dtype(model.config.param_dtype)
     shapes = param_shapes(model)
@@ -118,8 +120,9 @@ def init_params(model: Decoder, key: jax.Array) -> dict:
             leaves.append(jnp.zeros(shape, dtype))
         elif name == "head":
             leaves.append(orthogonal(model.head_gain)(leaf_key, shape, jnp.float32).astype(dtype))
-        else:
-            leaves.append((0.02 * jax.random.normal(leaf_key, shape, jnp.float32)).astype(dtype))
+        else:  # layer kernels [L, in, out] and the embedding [V, D]: fan-in in, resp. D
+            fan_in = shape[-1] if name == "embed" else shape[-2]
+            leaves.append((jax.random.normal(leaf_key, shape, jnp.float32) / np.sqrt(fan_in)).astype(dtype))
     return jax.tree_util.tree_unflatten(tree, leaves)
 
 
@@ -235,9 +238,20 @@ def logits(model: Decoder, params: dict, tokens: jax.Array, attention_mask: jax.
     return forward(model, params, tokens, positions_from_mask(attention_mask), attention_mask, cache, 0)[0]
 
 
+def padding_mask(model: Decoder, tokens: jax.Array) -> jax.Array:
+    """``[B, T]`` int32: 0 where a token is the config's pad token (left padding of a prompt; after an EOS)."""
+    if model.config.pad_token_id is None:
+        return jnp.ones_like(tokens)
+    return (tokens != model.config.pad_token_id).astype(jnp.int32)
+
+
 def run(model: Decoder, params: dict, tokens: jax.Array) -> jax.Array:
-    """Outputs ``[B, T, out]`` for unpadded ``tokens [B, T]`` (the lab's interface, ``models.run``)."""
-    return logits(model, params, tokens, jnp.ones_like(tokens))
+    """Outputs ``[B, T, out]`` for ``tokens [B, T]`` (the lab's interface, ``models.run``); pad tokens are masked.
+
+    A prompt may be left-padded; the pad after a response's EOS is masked too, which
+    changes no output at or before the EOS (causal attention).
+    """
+    return logits(model, params, tokens, padding_mask(model, tokens))
 
 
 def decode(
@@ -290,8 +304,9 @@ def greedy(model: Decoder, params: dict, tokens: jax.Array, attention_mask: jax.
 
 
 def generate(model: Decoder, params: dict, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
-    """Responses ``[B, L]`` sampled at temperature 1 for unpadded ``prompt [B, P]`` (the lab's ``models.generate``)."""
-    mask = jnp.ones_like(prompt)
+    """Responses ``[B, L]`` sampled at temperature 1 for ``prompt [B, P]``, left-padded with the pad token (the
+    lab's ``models.generate``)."""
+    mask = padding_mask(model, prompt)
     return decode(model, params, prompt, mask, max_response_len, key, sampling.sampling_params()).tokens
 
 

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm import decoder, gru, problems, tokens, transformer
+from ppo_jax.lm import checkpoint_model, decoder, gru, problems, tokens, transformer
+from ppo_jax.lm.checkpoint_model import checkpoint_config, is_checkpoint_path
 from ppo_jax.lm.decoder_config import DecoderConfig
 from ppo_jax.lm.rope import RopeParams
 from ppo_jax.registry import Registry
@@ -91,12 +92,46 @@ def _check_transformer(cfg) -> None:
         )
 
 
+CHECKPOINT = Architecture(
+    checkpoint_model.build,
+    "a Llama / Qwen checkpoint directory (config.json, safetensors): its sizes and weights",
+    "Touvron et al. 2023; Yang et al. 2024, 2025",
+    (),
+    checkpoint_model.check,
+)
+
+
+class ArchitectureTable(Registry):
+    """``MODELS``: an architecture by name, or ``CHECKPOINT`` for a value that is a checkpoint directory."""
+
+    def get(self, name, default=None):
+        return CHECKPOINT if is_checkpoint_path(name) and name not in self.names() else super().get(name, default)
+
+    def __contains__(self, name) -> bool:
+        return super().__contains__(name) or is_checkpoint_path(name)
+
+    def __getitem__(self, name: str) -> Architecture:
+        return self.get(name) if name in self else super().__getitem__(name)
+
+    def check(self, value) -> None:
+        if value not in self.names() and is_checkpoint_path(value):
+            checkpoint_config(value)
+            return
+        super().check(value)
+
+    def inert(self, value: str) -> dict[str, str]:
+        if value in self.names() or not is_checkpoint_path(value):
+            return super().inert(value)
+        why = f"the checkpoint's config.json sets the sizes (model: {value})"
+        return dict.fromkeys(self.read_by_any(), why)
+
+
 def _check_decoder(cfg) -> None:
     _check_transformer(cfg)
     lab_decoder_config(cfg)  # ConfigError for an odd head dimension
 
 
-MODELS: Registry[Architecture] = Registry("model", "model architecture")
+MODELS: ArchitectureTable = ArchitectureTable("model", "model architecture")
 MODELS.register(
     "decoder",
     Architecture(

@@ -34,6 +34,8 @@ class Problem:
     reference = ""
     reads: tuple[str, ...] = ()
     """Config fields only some problems read (the others' are inert under this one)."""
+    needs_tokenizer = False
+    """Whether prompts and answers are text through a checkpoint's tokenizer (``text_problems.py``)."""
 
     def vocab_size(self, cfg) -> int:
         raise NotImplementedError

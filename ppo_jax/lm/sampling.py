@@ -49,6 +49,28 @@ def sampling_params(temperature: ArrayLike = 1.0, top_k: ArrayLike = 0, top_p: A
     )
 
 
+def _kept_logits(logits: jax.Array, params: SamplingParams) -> jax.Array:
+    """``[..., V]`` float32: the tempered logits of the tokens top-k and top-p keep, -inf elsewhere (see below).
+
+    With every knob off they are ``logits`` cast to float32, bit for bit (so a draw
+    from them is the draw from the raw logits).
+    """
+    logits = logits.astype(jnp.float32)
+    vocab = logits.shape[-1]
+    greedy = params.temperature <= 0
+    tempered = logits / jnp.where(greedy, 1.0, params.temperature)
+
+    kth_largest = jnp.take(jnp.sort(tempered, axis=-1), vocab - jnp.clip(params.top_k, 1, vocab), axis=-1)
+    top_k_logits = jnp.where((params.top_k <= 0) | (tempered >= kth_largest[..., None]), tempered, -jnp.inf)
+
+    order = jnp.argsort(top_k_logits, axis=-1, stable=True)
+    ascending = jnp.take_along_axis(top_k_logits, order, axis=-1)
+    removed_sorted = jnp.cumsum(jax.nn.softmax(ascending, axis=-1), axis=-1) <= 1 - params.top_p
+    removed_sorted = removed_sorted.at[..., -1].set(False)
+    removed = jnp.take_along_axis(removed_sorted, jnp.argsort(order, axis=-1), axis=-1)
+    return jnp.where((params.top_p < 1) & removed, -jnp.inf, top_k_logits)
+
+
 def sampling_log_probs(logits: jax.Array, params: SamplingParams) -> jax.Array:
     """Log-probabilities ``[..., V]`` (float32) of the distribution ``sample`` draws tokens from.
 
@@ -64,23 +86,9 @@ def sampling_log_probs(logits: jax.Array, params: SamplingParams) -> jax.Array:
     (the first index among ties): 0 there, -inf elsewhere; top-k and top-p are
     then ignored.
     """
-    logits = logits.astype(jnp.float32)
-    vocab = logits.shape[-1]
-    greedy = params.temperature <= 0
-    tempered = logits / jnp.where(greedy, 1.0, params.temperature)
-
-    kth_largest = jnp.take(jnp.sort(tempered, axis=-1), vocab - jnp.clip(params.top_k, 1, vocab), axis=-1)
-    top_k_logits = jnp.where((params.top_k <= 0) | (tempered >= kth_largest[..., None]), tempered, -jnp.inf)
-
-    order = jnp.argsort(top_k_logits, axis=-1, stable=True)
-    ascending = jnp.take_along_axis(top_k_logits, order, axis=-1)
-    removed_sorted = jnp.cumsum(jax.nn.softmax(ascending, axis=-1), axis=-1) <= 1 - params.top_p
-    removed_sorted = removed_sorted.at[..., -1].set(False)
-    removed = jnp.take_along_axis(removed_sorted, jnp.argsort(order, axis=-1), axis=-1)
-    kept_logits = jnp.where((params.top_p < 1) & removed, -jnp.inf, top_k_logits)
-
-    one_hot = jnp.arange(vocab) == jnp.argmax(logits, axis=-1, keepdims=True)
-    return jnp.where(greedy, jnp.where(one_hot, 0.0, -jnp.inf), jax.nn.log_softmax(kept_logits, axis=-1))
+    one_hot = jnp.arange(logits.shape[-1]) == jnp.argmax(logits, axis=-1, keepdims=True)
+    log_probs = jax.nn.log_softmax(_kept_logits(logits, params), axis=-1)
+    return jnp.where(params.temperature <= 0, jnp.where(one_hot, 0.0, -jnp.inf), log_probs)
 
 
 def token_log_prob(logits: jax.Array, token: jax.Array, params: SamplingParams) -> jax.Array:
@@ -99,10 +107,11 @@ def sample(key: jax.Array, logits: jax.Array, params: SamplingParams) -> tuple[j
     """Draw ``token [...]`` (int32) from ``sampling_log_probs(logits [..., V], params)``, with its log-prob ``[...]``.
 
     The log-prob (float32) is the drawn token's under the distribution it was drawn
-    from, equal to ``token_log_prob(logits, token, params)``. At temperature 0 the
-    token is ``argmax(logits)`` (the one-hot distribution has a single finite entry)
-    and its log-prob is 0.
+    from, ``token_log_prob(logits, token, params)``. The draw is
+    ``jax.random.categorical`` on the kept tempered logits, so with every knob off it
+    is the draw from the raw logits, bit for bit. At temperature 0 the token is
+    ``argmax(logits)`` and its log-prob is 0.
     """
-    log_probs = sampling_log_probs(logits, params)
-    token = jax.random.categorical(key, log_probs, axis=-1).astype(jnp.int32)
-    return token, jnp.take_along_axis(log_probs, token[..., None], axis=-1)[..., 0]
+    drawn = jax.random.categorical(key, _kept_logits(logits, params), axis=-1)
+    token = jnp.where(params.temperature <= 0, jnp.argmax(logits, axis=-1), drawn).astype(jnp.int32)
+    return token, token_log_prob(logits, token, params)

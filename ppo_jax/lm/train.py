@@ -36,6 +36,7 @@ from ppo_jax.lm import problems, tokens, verifier
 from ppo_jax.lm.advantages import estimate, sequence_returns, zero_variance_groups
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
+from ppo_jax.lm.export import export_policies  # noqa: F401 - the engine's export (Task.export)
 from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.metrics import eval_names, metric_names
 from ppo_jax.lm.models import Models, generate, init_params, make_models, run
