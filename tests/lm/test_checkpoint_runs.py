@@ -9,14 +9,13 @@ of the parameters in params.msgpack.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
 
+from ppo_jax.cli import main
 from ppo_jax.lm import decoder
 from ppo_jax.lm.checkpoints import Checkpoint, load_checkpoint, save_checkpoint
 from ppo_jax.lm.config import LmConfig
@@ -24,10 +23,6 @@ from ppo_jax.lm.models import lab_decoder_config
 from ppo_jax.storage.run_dir import load_params
 
 RUN = ["--preset", "grpo", "--num-updates", "2", "--num-prompts", "4", "--group-size", "4", "--eval-prompts", "8"]
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ppo_jax.cli", "lm", *args], capture_output=True, text=True)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +36,9 @@ def lab_checkpoint(tmp_path_factory):
 
 def test_a_run_from_a_checkpoint_saves_its_trained_policy_as_one(lab_checkpoint, tmp_path):
     out = tmp_path / "run"
-    done = cli("--model", str(lab_checkpoint), "--sft-steps", "0", *RUN, "--no-progress", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert (
+        main(["lm", "--model", str(lab_checkpoint), "--sft-steps", "0", *RUN, "--no-progress", "--out", str(out)]) == 0
+    )
     saved = load_checkpoint(out / "policy" / "seed_0")
     actor = load_params(out)["actor"]
     np.testing.assert_array_equal(np.asarray(saved.params["layers"]["q"]), actor["layers"]["q"][0])
@@ -73,17 +69,17 @@ def test_a_run_from_a_checkpoint_saves_its_trained_policy_as_one(lab_checkpoint,
         (lambda tmp: "tests/lm/fixtures/checkpoints/qwen3", "is not the 1-digit addition problem's"),
     ],
 )
-def test_a_bad_checkpoint_directory_is_one_line_and_exit_2(tmp_path, make, fragment):
-    done = cli("--model", str(make(tmp_path)), *RUN, "--digits", "1", "--out", str(tmp_path / "run"))
-    assert done.returncode == 2
-    error_lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1 and fragment in error_lines[0], done.stderr
-    assert "Traceback" not in done.stderr
+def test_a_bad_checkpoint_directory_is_one_line_and_exit_2(tmp_path, capsys, make, fragment):
+    status = main(["lm", "--model", str(make(tmp_path)), *RUN, "--digits", "1", "--out", str(tmp_path / "run")])
+    stderr = capsys.readouterr().err
+    error_lines = [line for line in stderr.splitlines() if line.startswith("error:")]
+    assert status == 2 and len(error_lines) == 1 and fragment in error_lines[0], stderr
+    assert "Traceback" not in stderr and not (tmp_path / "run").exists()
 
 
-def test_sizes_are_refused_beside_a_checkpoint(lab_checkpoint, tmp_path):
-    done = cli("--model", str(lab_checkpoint), "--model-dim", "32", *RUN, "--out", str(tmp_path / "run"))
-    assert done.returncode == 2 and "config.json sets the sizes" in done.stderr
+def test_sizes_are_refused_beside_a_checkpoint(lab_checkpoint, tmp_path, capsys):
+    status = main(["lm", "--model", str(lab_checkpoint), "--model-dim", "32", *RUN, "--out", str(tmp_path / "run")])
+    assert status == 2 and "config.json sets the sizes" in capsys.readouterr().err
 
 
 def test_a_text_problem_on_a_real_tokenizer_saves_the_policy_in_the_checkpoint_ids(tmp_path):
@@ -91,8 +87,7 @@ def test_a_text_problem_on_a_real_tokenizer_saves_the_policy_in_the_checkpoint_i
     source = Path(__file__).parent / "fixtures" / "checkpoints" / "qwen2"
     out = tmp_path / "run"
     args = ["--problem", "text_addition", "--digits", "1", "--model", str(source), "--sft-steps", "0"]
-    done = cli(*args, *RUN, "--no-progress", "--out", str(out))
-    assert done.returncode == 0, done.stderr
+    assert main(["lm", *args, *RUN, "--no-progress", "--out", str(out)]) == 0
     saved = load_checkpoint(out / "policy" / "seed_0")
     assert saved.tokenizer is not None and saved.hf_config == load_checkpoint(source).hf_config
     actor_embed = load_params(out)["actor"]["embed"][0]  # engine ids: checkpoint ids 1 and 2 swapped
