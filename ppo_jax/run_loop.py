@@ -5,8 +5,11 @@ segments (``ppo_jax.segments``). After each segment its metrics are appended to
 metrics.csv (or kept in memory when there is no run directory) and handed to
 the loggers; a checkpoint is written every ``checkpoint_every`` updates, and on
 SIGINT or SIGTERM, after which the loop stops and reports it (the run
-continues with ``--resume``). Resumed from a checkpoint, the loop runs the same
-compiled segments on the restored state, so the run ends where the
+continues with ``--resume``). Before the first segment (pretraining, compiling)
+there is nothing to checkpoint: ``interrupts`` turns those signals into
+``Interrupted`` there, so the run stops at once; so does a run without
+checkpoints (KeyboardInterrupt, ``waited``). Resumed from a checkpoint, the loop
+runs the same compiled segments on the restored state, so the run ends where the
 uninterrupted one does, bit for bit. A full disk or an I/O error stops the run
 with an error that says so; metrics.csv keeps whole rows only, and ``--resume``
 continues from the last checkpoint once the disk is mended.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 import time
 from typing import NamedTuple
 
@@ -34,6 +38,14 @@ class Stopped(Exception):
     def __init__(self, signum: int, update: int):
         super().__init__(f"stopped by {signal.Signals(signum).name} after update {update}")
         self.signum, self.update = signum, update
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM (``signum``) before the run's first segment: pretraining, compiling (``interrupts``)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.signum = signum
 
 
 class RunResult(NamedTuple):
@@ -62,6 +74,55 @@ def stop_requests():
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+@contextlib.contextmanager
+def interrupts():
+    """SIGINT and SIGTERM raise ``Interrupted(signum)`` inside the block (in the main thread; elsewhere nothing changes).
+
+    Before its first segment a run has nothing to checkpoint, and what it waits on (compiling, pretraining as
+    one compiled program) may take minutes: JAX lets the exception out of that wait at once, while the
+    compile or program it abandoned runs on in XLA's threads (a process that ends without waiting for
+    them: ``ppo_jax.cli.main``).
+    """
+
+    def handler(signum, frame):
+        raise Interrupted(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except ValueError:  # not the main thread: signals keep their handlers
+            pass
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+
+def waited(fn, *args):
+    """``fn(*args)`` in a helper thread, waited for from this one, so that a signal can interrupt the wait.
+
+    XLA:CPU runs a program with host callbacks (the progress reports of every segment) in the thread that calls
+    it, where no signal gets through until it ends: a run without checkpoints is one segment, which may take
+    hours. Waiting on a thread lets KeyboardInterrupt out at once; the program runs on (``ppo_jax.cli.leave``).
+    """
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as error:  # noqa: BLE001 - raised again in the waiting thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name="ppo_jax-segment", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 @contextlib.contextmanager
@@ -116,7 +177,7 @@ def run_segments(
     def handle(first, carry, metrics, requested) -> None:
         """The host's part of a finished segment (while the next one runs): metrics out, checkpoint if due or asked for."""
         nonlocal last_checkpoint, length
-        metrics = segments.fetch(metrics, first)
+        metrics = segments.fetch(metrics, first) if checkpoints is not None else waited(segments.fetch, metrics, first)
         done = first + next(iter(metrics.values())).shape[1]
         if run is None:
             kept.append(metrics)
@@ -142,8 +203,13 @@ def run_segments(
     with stop_requests() if checkpoints is not None else contextlib.nullcontext([0]) as requested, _disk(run):
         pending = None
         for first in segments.starts(first_update):
+            if requested[0] and pending is not None:  # a stop asked for: the segment run last is the last one
+                handle(*pending, requested)  # (XLA:CPU runs a segment with host callbacks as it is dispatched)
             # Dispatch this segment first, then do the host's work for the previous one while it runs.
-            carry, metrics = segments.dispatch(cfg, carry, first, shared)
+            if checkpoints is None:  # a signal stops the run as it comes (a checkpointed one: at the boundary)
+                carry, metrics = waited(segments.dispatch, cfg, carry, first, shared)
+            else:
+                carry, metrics = segments.dispatch(cfg, carry, first, shared)
             if pending is not None:
                 handle(*pending, requested)
             pending = (first, carry, metrics)

@@ -8,7 +8,10 @@
 All seeds of one config train as one vmapped program, run as segments of
 updates (``ppo_jax.segments``, ``ppo_jax.run_loop``): with ``out`` the metrics
 stream to metrics.csv, checkpoints are written every ``checkpoint_every`` and on
-SIGINT/SIGTERM, and ``resume`` continues from the newest one.
+SIGINT/SIGTERM, and ``resume`` continues from the newest one. The directory is
+written before pretraining (status "running"); a signal before the first update
+(pretraining, compiling) stops the run at once with status "interrupted", and
+``resume`` starts it over (``RunResult.stopped_by`` says which signal).
 
 A seed whose run diverged (``non_finite``, ``ppo_jax.scan_updates``: a non-finite
 loss or training state) is in ``RunResult.diverged`` with the update it diverged at
@@ -19,6 +22,7 @@ others, and metadata.json lists it under "diverged". The command line
 
 from __future__ import annotations
 
+import contextlib
 import math
 import shlex
 import signal
@@ -69,7 +73,7 @@ class RunResult(NamedTuple):
     run_dir: Path | None
     """The complete run directory (None without ``out``); when stopped, the directory holding the checkpoint."""
     stopped_by: int | None = None
-    """The signal that stopped the run (checkpointed; continue with ``resume=True``), or None."""
+    """The signal that stopped the run (its directory says interrupted; continue with ``resume=True``), or None."""
 
 
 def _quiet(*parts) -> None:
@@ -141,7 +145,7 @@ def run(
     import jax
 
     from ppo_jax.progress import ProgressReporter
-    from ppo_jax.run_loop import Stopped, run_segments
+    from ppo_jax.run_loop import Interrupted, Stopped, interrupts, run_segments
     from ppo_jax.seed_chunks import AUTO, choose_chunk_size
     from ppo_jax.segments import compile_segments, segment_length
     from ppo_jax.storage.provenance import collect_metadata, now_iso
@@ -162,73 +166,97 @@ def run(
     )
 
     metadata = collect_metadata(argv, task.name) if out is not None else {}
-    shared = None
-    if task.shared_fields:
-        start = time.perf_counter()
-        shared = jax.device_get(
-            jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(options.pretrain_seed)))
-        )
-        described = task.describe_shared(cfg, shared)
-        metadata.update(
-            pretrain_seed=options.pretrain_seed, pretrain_seconds=time.perf_counter() - start, pretrain=described
-        )
-        details = ", ".join(f"{k} {'nan' if v != v else f'{v:.3f}'}" for k, v in described.items())
-        say(
-            f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s"
-            + (f" ({details})" if details else "")
-        )
-
-    every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
-    reporter = ProgressReporter(
-        num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
-    )
-    keys = make_keys(seeds)
-    if options.chunk_size == AUTO:
-        calibration = choose_chunk_size(task, cfg, keys, shared, say)
-        options = options._replace(chunk_size=calibration.chosen)
-        if out is not None:
-            metadata.update(seed_chunks=calibration.to_dict())
-        say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
-    options = options._replace(chunk_size=options.chunk_size or len(seeds))
-    chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
-    segments = compile_segments(
-        task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
-    )
-    num_segments = len(segments.starts())
-    say(
-        f"compile: {segments.compile_seconds:.2f} s"
-        + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else "")
-        + (f" (seeds {options.chunk_size} at a time)" if chunk else "")
-    )
-
     run = checkpoints = None
-    first = 0
-    carry = segments.init(cfg, keys, shared)
-    if out is not None:
-        from ppo_jax.storage.checkpoints import Checkpoints
+    if out is not None:  # the directory says "running" from here on, "interrupted" if a signal stops the run
         from ppo_jax.storage.live_run import LiveRun
 
+        command = metadata["command"]
         if resume:
             run = LiveRun.resume(out)
-            checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
-            carry, meta = checkpoints.restore(like=carry)
-            check_checkpoint(meta, config_record(task, cfg, seeds), run.checkpoint_dir)
-            run.cut_metrics(int(meta["metrics_bytes"]))
-            first = int(meta["update"])
-            say(f"resuming {run.path} from its checkpoint after update {first}/{num_updates}")
-            metadata = {
-                **run.metadata(),
-                "resumed": [
-                    *run.metadata().get("resumed", []),
-                    {"time": now_iso(), "update": first, "command": metadata["command"]},
-                ],
-            }
+            metadata, resumed_at = run.metadata(), now_iso()
         else:
             metadata.update(run=options._asdict())
             run = LiveRun.start(out, config=config_record(task, cfg, seeds), metadata=metadata)
-            checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
         if run.path != run.out:
             say(f"writing to {run.path}; it replaces {run.out} once the run is complete")
+
+    # Until the first segment a signal stops the run at once (with a run directory; without, it acts as usual).
+    stage, first = "compiling", 0
+    try:
+        with interrupts() if run is not None else contextlib.nullcontext():
+            shared = None
+            if task.shared_fields:
+                stage, start = "pretraining", time.perf_counter()
+                shared = jax.device_get(
+                    jax.block_until_ready(jax.jit(task.prepare_shared)(cfg, jax.random.key(options.pretrain_seed)))
+                )
+                described = task.describe_shared(cfg, shared)
+                metadata.update(
+                    pretrain_seed=options.pretrain_seed,
+                    pretrain_seconds=time.perf_counter() - start,
+                    pretrain=described,
+                )
+                details = ", ".join(f"{k} {'nan' if v != v else f'{v:.3f}'}" for k, v in described.items())
+                say(
+                    f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s"
+                    + (f" ({details})" if details else "")
+                )
+
+            every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
+            reporter = ProgressReporter(
+                num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
+            )
+            keys = make_keys(seeds)
+            stage = "compiling"
+            if options.chunk_size == AUTO:
+                calibration = choose_chunk_size(task, cfg, keys, shared, say)
+                options = options._replace(chunk_size=calibration.chosen)
+                if out is not None:
+                    metadata.update(seed_chunks=calibration.to_dict())
+                say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
+            options = options._replace(chunk_size=options.chunk_size or len(seeds))
+            chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
+            segments = compile_segments(
+                task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
+            )
+            num_segments = len(segments.starts())
+            say(
+                f"compile: {segments.compile_seconds:.2f} s"
+                + (f" ({num_segments} segments of {length} updates)" if num_segments > 1 else "")
+                + (f" (seeds {options.chunk_size} at a time)" if chunk else "")
+            )
+
+            stage = "starting"
+            carry = segments.init(cfg, keys, shared)
+            if run is not None:
+                from ppo_jax.storage.checkpoints import Checkpoints
+
+                checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
+                if resume and (checkpoints.updates() or run.metrics_path.exists()):
+                    carry, meta = checkpoints.restore(like=carry)
+                    check_checkpoint(meta, config_record(task, cfg, seeds), run.checkpoint_dir)
+                    run.cut_metrics(int(meta["metrics_bytes"]))
+                    first = int(meta["update"])
+                    say(f"resuming {run.path} from its checkpoint after update {first}/{num_updates}")
+                elif resume:  # stopped before its first update (pretraining, compiling): it starts over
+                    check_checkpoint({"config": run.config()}, config_record(task, cfg, seeds), run.path)
+                    say(f"resuming {run.path} from the start: it stopped before its first update")
+                if resume:
+                    resumed = {"time": resumed_at, "update": first, "command": command}
+                    metadata["resumed"] = [*metadata.get("resumed", []), resumed]
+                metadata.update(run=options._asdict())  # the run's settings, with the chunk size chosen
+                run.update_metadata(**metadata)
+    except Interrupted as stop:
+        run.update_metadata(status="interrupted")
+        if checkpoints is not None:
+            checkpoints.close()
+        kept = [int(p.name) for p in run.checkpoint_dir.glob("*") if p.name.isdigit()]
+        where = (
+            f" (its checkpoint after update {max(kept)}/{num_updates} is kept)" if kept else ", before the first update"
+        )
+        say(f"stopped by {signal.Signals(stop.signum).name} while {stage}{where}; {run.path} says interrupted")
+        say(f"continue with: ppo-jax {task.command} --out {shlex.quote(str(run.out))} --resume")
+        return RunResult(seeds, {}, {}, {}, None, None, run.path, stop.signum)
     from ppo_jax.loggers import make_loggers
 
     loggers = make_loggers(log, run.path, seeds, cfg.to_dict(), first) if run is not None else []
@@ -303,6 +331,7 @@ def run(
 
         def write_final(path: Path) -> None:
             write_results(path, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
+            task.export(cfg, output, seeds, path)
             write_json(path / METADATA_FILE, metadata)
 
         outcome = outcome._replace(run_dir=run.complete(write_final))

@@ -52,3 +52,46 @@ def test_host_memory_is_flat_in_the_number_of_updates(tmp_path):
     assert (long.groupby("seed").update.apply(sorted) == pd.Series([list(range(1000))] * len(SEEDS))).all()
     kept = len(SEEDS) * 1000 * len(PPO.metric_names) * 4  # the long run's metrics, had they stayed in memory: 544 kB
     assert long_peak < short_peak + kept / 3, (short_peak, long_peak, kept)
+
+
+def test_a_stop_ends_the_run_after_the_segment_in_flight_without_dispatching_another(monkeypatch):
+    """XLA:CPU runs a segment with host callbacks as it is dispatched: a signal during segment 1 stops after it."""
+    import contextlib
+    import signal
+
+    import numpy as np
+    import pytest
+
+    from ppo_jax import run_loop
+
+    requested = [0]
+    monkeypatch.setattr(run_loop, "stop_requests", lambda: contextlib.nullcontext(requested))
+
+    class Segments:  # 3 segments of 10 updates; a signal arrives while the first one runs
+        length, num_updates, dispatched = 10, 30, []
+
+        def starts(self, first=0):
+            return range(first, self.num_updates, self.length)
+
+        def dispatch(self, cfg, carry, first, shared):
+            self.dispatched.append(first)
+            requested[0] = signal.SIGINT
+            return carry + 1, {"loss": np.zeros((1, self.length))}
+
+        def fetch(self, metrics, first):
+            return metrics
+
+    class Checkpoints:
+        saved = []
+
+        def save(self, update, carry, meta):
+            self.saved.append((update, carry))
+
+        def wait(self):
+            pass
+
+    segments, checkpoints = Segments(), Checkpoints()
+    with pytest.raises(run_loop.Stopped) as stopped:
+        run_loop.run_segments(segments, PPO, None, [0], 0, None, checkpoints=checkpoints)
+    assert stopped.value.update == 10 and stopped.value.signum == signal.SIGINT
+    assert segments.dispatched == [0] and checkpoints.saved == [(10, 1)]  # the state after segment 1, nothing more

@@ -33,3 +33,37 @@ def test_run_writes_a_run_directory_and_returns_its_final_values(tmp_path):
     assert len(metrics) == 2 * UPDATES and sorted(set(metrics["seed"])) == [3, 5]
     last = metrics[metrics["update"] == UPDATES - 1].set_index("seed")["episode_return"]  # 5% of 4 updates: the last
     np.testing.assert_allclose(result.final["episode_return"]["per_seed"], [last[3], last[5]])
+
+
+def test_a_run_stopped_before_its_first_update_says_interrupted_and_resumes_from_the_start(tmp_path, monkeypatch):
+    """A signal while compiling (or pretraining): stopped_by, status interrupted; resume gives the uninterrupted run."""
+    import signal
+
+    import ppo_jax.segments
+    from ppo_jax.run_loop import Interrupted
+
+    cfg = PPOConfig(env="CartPole-v1", total_timesteps=512, num_envs=2, num_steps=64, num_minibatches=2)
+    task, options = get_task("ppo"), RunOptions(seeds=[3, 5])
+    reference = run(task, cfg, options, out=tmp_path / "reference").run_dir
+
+    def stopped(*args, **kwargs):
+        raise Interrupted(signal.SIGTERM)  # what interrupts() raises on SIGTERM while the segments compile
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ppo_jax.segments, "compile_segments", stopped)
+        lines = []
+        result = run(task, cfg, options, out=tmp_path / "run", say=lambda *parts: lines.append(" ".join(parts)))
+    out = tmp_path / "run"
+    assert result.stopped_by == signal.SIGTERM and result.run_dir == out and result.final == {}
+    assert f"stopped by SIGTERM while compiling, before the first update; {out} says interrupted" in lines
+    assert f"continue with: ppo-jax train --out {out} --resume" in lines
+    assert json.loads((out / "metadata.json").read_text())["status"] == "interrupted"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "metadata.json"]
+
+    lines.clear()
+    resumed = run(task, cfg, options, out=out, resume=True, say=lambda *parts: lines.append(" ".join(parts)))
+    assert resumed.stopped_by is None and f"resuming {out} from the start: it stopped before its first update" in lines
+    metadata = json.loads((out / "metadata.json").read_text())
+    assert metadata["status"] == "complete" and [r["update"] for r in metadata["resumed"]] == [0]
+    for name in ("metrics.csv", "params.msgpack"):
+        assert (out / name).read_bytes() == (reference / name).read_bytes(), name

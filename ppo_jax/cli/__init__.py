@@ -15,12 +15,16 @@ Modules: ``train`` (train, lm and rlhf: one runner for any task), ``sweep``,
 (message on stderr, starting with ``error:``; tyro uses 2 for flags it cannot
 parse too), 3 when a seed of ``train`` / ``lm`` / ``rlhf`` diverged (a non-finite loss or
 training state; the run directory is complete and says so; ``--allow-divergence``
-exits 0), 1 if an output directory could not be written, 130 on Ctrl-C.
+exits 0), 1 if an output directory could not be written, 128 + the signal when SIGINT
+(Ctrl-C: 130) or SIGTERM stopped it: at once, without waiting for XLA (``leave``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
+import os
 import sys
 
 import tyro
@@ -76,7 +80,34 @@ def run_envs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``ppo-jax``; returns the exit status."""
+    """Entry point of ``ppo-jax``; returns the exit status.
+
+    Called as the program (``argv`` None: the ``ppo-jax`` script, ``python -m ppo_jax.cli``), a run a signal
+    stopped (exit status above 128) ends the process at once: see ``leave``.
+    """
+    status = _main(argv)
+    if argv is None and status > 128:
+        leave(status)
+    return status
+
+
+def leave(status: int) -> None:
+    """End the process now with ``status``, once its files are written, without waiting for XLA's threads.
+
+    A signal leaves work in XLA's threads (JAX lets KeyboardInterrupt out of a compile or of a wait on a
+    running program, which run on: SFT and the reward model are one program of minutes), and
+    Python's exit would wait for it to finish (and then crash). By now the run or sweep has written
+    what it keeps (the directory says interrupted, checkpoints are complete); a collection frees what
+    still holds a directory lock; then ``os._exit``, after flushing stdout and stderr.
+    """
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
+
+
+def _main(argv: list[str] | None) -> int:
     args_list = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parse(args_list)
@@ -96,6 +127,6 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # where nothing is written (a run without --out), or a second Ctrl-C while stopping
         print("interrupted", file=sys.stderr)
         return 130

@@ -3,7 +3,8 @@
 ``ppo_jax.runs.run`` trains the seeds and writes the run directory; this module
 prints its progress and final values and turns the result into an exit status:
 0; ``EXIT_DIVERGED`` (3) when a seed diverged, unless ``--allow-divergence``; 128 +
-the signal number when a signal stopped the run (checkpointed).
+the signal number when a signal stopped the run (checkpointed, or before its first
+update; the process then ends at once, ``ppo_jax.cli.leave``).
 """
 
 from __future__ import annotations
