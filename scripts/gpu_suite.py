@@ -1,6 +1,7 @@
 """The GPU rows of issue 27 in one command, within a device-time budget, into one folder: our PPO beside PureJaxRL's
-(at 2048 envs and at 64 seeds) and beside Brax's own (at 2048 and 4096 envs), and as much of the PPO paper's Table 1
-on the seven Brax tasks as the rest of the budget allows.
+(at 2048 envs and at 64 seeds) and beside Brax's own (at 2048 and 4096 envs), the Llama/Qwen decoder beside
+transformers on a local checkpoint, and as much of the PPO paper's Table 1 on the seven Brax tasks as the rest of the
+budget allows.
 
 On a machine with one GPU and no network (nothing is installed: the package with its ``[cuda12,brax]`` extras, and
 distrax for the peer, must be there), with a PureJaxRL checkout carried along as the peer
@@ -11,7 +12,8 @@ distrax for the peer, must be there), with a PureJaxRL checkout carried along as
     python scripts/gpu_suite.py --out /tmp/gpu_suite --tiny                 # every step at tiny sizes, on the CPU
 
 Each step runs the repository's scripts as subprocesses (output in OUT/<step>.log), each part skipped when its JSON
-is in OUT already, before a deadline carved from the budget (against at most 30% of it, brax 35%, table1 the rest);
+is in OUT already, before a deadline carved from the budget (against at most 30% of it, brax 35%, decoder 20%, table1
+the rest);
 a part still running then gets SIGINT, and SIGKILL up to GRACE_S later, at the deadline:
 
 1. against: ``scripts/bench.py --against purejaxrl`` on CartPole-v1 and Pendulum-v1, OUT/against_2048envs.json
@@ -19,7 +21,11 @@ a part still running then gets SIGINT, and SIGKILL up to GRACE_S later, at the d
    with the reason, without --peer-path, without the checkout's PureJaxRL scripts, or when distrax does not import.
 2. brax: ``scripts/bench_brax.py --against-brax --modes ppo`` on halfcheetah (spring, the Table 1 experiment's
    pipeline), OUT/brax_2048envs.json and OUT/brax_4096envs.json.
-3. table1: ``ppo-jax sweep experiments/objectives_brax.yaml --resume --checkpoint-every 10%`` into OUT/table1/sweep:
+3. decoder: ``scripts/bench_decoder.py --model $PPO_JAX_GPU_MODEL_DIR --attn sdpa --repeats 3``, OUT/decoder.json:
+   sampling and a GRPO step of the package's decoder beside transformers + torch on the same weights, on one GPU
+   (SmolLM2-135M or Qwen2.5-0.5B, say: nothing is downloaded); skipped, with the reason, when that variable does not
+   name a directory or torch and transformers (the ``[fixtures]`` extra) do not import.
+4. table1: ``ppo-jax sweep experiments/objectives_brax.yaml --resume --checkpoint-every 10%`` into OUT/table1/sweep:
    the SIGINT loses at most a segment and the next run continues. ``ppo-jax report`` refuses a partial sweep, so
    once every chunk is done, ``ppo-jax report --normalize best-setting`` into OUT/table1/report, and OUT/table1.json.
 
@@ -27,8 +33,9 @@ OUT/summary.json: each step's status (ok, skipped, failed, timed_out), seconds, 
 provenance; OUT/summary.md: the same table, then the steps' results. Exit status 1 if a step failed.
 
 ``--tiny``: against on CartPole-v1 at 8 envs and at 2 seeds, 4096 env steps; brax on inverted_pendulum at 4 envs,
-1 update, without Brax's own PPO (about 45 s of compiling on 2 CPU cores); table1 on inverted_pendulum, the three
-clip settings, 1 seed, 2048 env steps (OUT/table1_tiny.yaml).
+1 update, without Brax's own PPO (about 45 s of compiling on 2 CPU cores); decoder with ``--quick`` (when the variable
+names a directory); table1 on inverted_pendulum, the three clip settings, 1 seed, 2048 env steps
+(OUT/table1_tiny.yaml).
 """
 
 from __future__ import annotations
@@ -54,7 +61,8 @@ SCRIPTS = ROOT / "scripts"
 TABLE1_SPEC = ROOT / "experiments" / "objectives_brax.yaml"
 # Pairs per chunk: each group (one objective on one task, 3 to 12 pairs) in one chunk, sized without a compile.
 TABLE1_CHUNK = 39
-SHARES = {"against": 0.30, "brax": 0.35}  # the most of the budget each may take; table1 gets what is left
+SHARES = {"against": 0.30, "brax": 0.35, "decoder": 0.20}  # the most of the budget each may take; table1: the rest
+MODEL_DIR_VAR = "PPO_JAX_GPU_MODEL_DIR"  # the decoder step's checkpoint directory
 GRACE_S = 30.0  # SIGINT this long before a step's deadline (at most a quarter of its time), SIGKILL at it
 MIN_STEP_S = 10.0  # a step with less time left is skipped
 
@@ -77,6 +85,12 @@ def brax_parts(tiny: bool) -> list[tuple[str, list[str]]]:
     )
     command = [sys.executable, str(SCRIPTS / "bench_brax.py"), "--task", task, "--backends", "spring", "--modes", "ppo"]
     return [(f"brax_{n}envs.json", [*command, "--envs", str(n), *extra]) for n in counts]
+
+
+def decoder_parts(model_dir: Path, tiny: bool) -> list[tuple[str, list[str]]]:
+    """(JSON file, command) of the decoder step: the package's decoder beside transformers on ``model_dir``."""
+    command = [sys.executable, str(SCRIPTS / "bench_decoder.py"), "--model", str(model_dir), "--attn", "sdpa"]
+    return [("decoder.json", [*command, *(["--quick"] if tiny else ["--repeats", "3"])])]
 
 
 def tiny_spec(path: Path) -> Path:
@@ -166,6 +180,22 @@ def peer_problem(peer: Path | None, env: dict) -> str | None:
     if probe.returncode != 0:
         lines = probe.stderr.strip().splitlines() or ["no message"]
         return f"distrax, PureJaxRL's dependency, does not import: {lines[-1]}"
+    return None
+
+
+def decoder_problem(env: dict) -> str | None:
+    """Why the decoder step cannot run, or None."""
+    model_dir = env.get(MODEL_DIR_VAR)
+    if not model_dir:
+        return f"{MODEL_DIR_VAR} is not set: name a local checkpoint directory (SmolLM2-135M, Qwen2.5-0.5B, ...)"
+    if not Path(model_dir).is_dir():
+        return f"{MODEL_DIR_VAR}={model_dir} is not a directory"
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch, transformers"], capture_output=True, text=True, env=env
+    )
+    if probe.returncode != 0:
+        lines = probe.stderr.strip().splitlines() or ["no message"]
+        return f"torch and transformers (the [fixtures] extra), the peer, do not import: {lines[-1]}"
     return None
 
 
@@ -273,6 +303,22 @@ def brax_section(out: Path, step: dict) -> list[str]:
     return [*lines, ""]
 
 
+def decoder_section(out: Path, step: dict) -> list[str]:
+    """bench_decoder.py's table (package / peer: the package's throughput over transformers')."""
+    lines = []
+    for file in _json_files(step):
+        result = json.loads((out / file).read_text())
+        settings, meta = result["settings"], result["metadata"]
+        lines += [
+            f"{file}: {settings['model']}, {settings['parameters']:,} parameters, JAX on {meta['devices'][0]}, "
+            f"torch on {meta['torch_device_name'] or meta['torch_device']}; package / peer > 1: the package is faster.",
+            "",
+            result["table"],
+            "",
+        ]
+    return lines
+
+
 def table1_section(out: Path) -> list[str]:
     """The sweep's progress, its finished chunks, and once reported the paper's Table 1 beside ours."""
     progress = sweep_progress(out / "table1" / "sweep")
@@ -317,6 +363,7 @@ def markdown(summary: dict, out: Path) -> str:
     sections = {
         "against": ("ours beside PureJaxRL", against_section(out, steps["against"])),
         "brax": ("our PPO beside Brax's own", brax_section(out, steps["brax"])),
+        "decoder": ("the Llama/Qwen decoder beside transformers", decoder_section(out, steps["decoder"])),
         "table1": ("the PPO paper's Table 1 on Brax", table1_section(out)),
     }
     for name, (title, body) in sections.items():
@@ -354,10 +401,12 @@ def main(argv: list[str] | None = None) -> int:
     end = start + args.budget_s
     metadata = provenance(["python", "scripts/gpu_suite.py", *argv], env)
     steps = {}
-    for name in ("against", "brax", "table1"):
+    for name in ("against", "brax", "decoder", "table1"):
         began = time.monotonic()
         deadline = min(end, began + SHARES.get(name, 1.0) * args.budget_s)
         if name == "against" and (problem := peer_problem(peer, env)):
+            result = {"status": "skipped", "reason": problem, "files": []}
+        elif name == "decoder" and (problem := decoder_problem(env)):
             result = {"status": "skipped", "reason": problem, "files": []}
         elif deadline - began < MIN_STEP_S:
             reason = f"{deadline - began:.0f} s of the budget for it, under {MIN_STEP_S:.0f} s"
@@ -366,6 +415,9 @@ def main(argv: list[str] | None = None) -> int:
             result = run_parts(name, against_parts(peer, args.tiny), out, deadline, env, against_rows_not_ok)
         elif name == "brax":
             result = run_parts(name, brax_parts(args.tiny), out, deadline, env)
+        elif name == "decoder":
+            model_dir = Path(env[MODEL_DIR_VAR]).resolve()
+            result = run_parts(name, decoder_parts(model_dir, args.tiny), out, deadline, env)
         else:
             result = table1(out, args.tiny, deadline, env)
         steps[name] = {**result, "seconds": round(time.monotonic() - began, 1)}
