@@ -246,6 +246,7 @@ def test_inert_fields_of_rlhf():
         "overlong_coef",
         "format_reward",
         "eval_prompts",
+        "chat_template",
     }
     assert set(RlhfConfig().inert_fields()) == unused  # learned reward model, SFT, value clipping: all used
     programmatic = set(RlhfConfig(reward_model="programmatic").inert_fields()) - unused

@@ -13,6 +13,7 @@ per-run evaluation), or is refused.
 
 from __future__ import annotations
 
+import sys
 import typing
 
 import jax
@@ -82,6 +83,12 @@ def base_config(task):
     return task.validate(task.config_class(**TINY[task.name]))
 
 
+def switch_tables(task) -> dict:
+    """``{field: Registry}`` of the config's switch families (its module's ``SWITCH_TABLES``), if it has them."""
+    tables = getattr(sys.modules[task.config_class.__module__], "SWITCH_TABLES", ())
+    return {table.field: table for table in tables}
+
+
 def second_value(task, cfg, name):
     """Another value of field ``name`` that the task accepts with ``cfg``, or None."""
     value = getattr(cfg, name)
@@ -96,6 +103,8 @@ def second_value(task, cfg, name):
         candidates = [(32,), (16, 16)]
     elif name == task.env_field:
         candidates = [OTHER_ENV[task.name]]
+    elif name in switch_tables(task):  # a str field that also takes other values (model: a name or a checkpoint)
+        candidates = list(switch_tables(task)[name].names())
     else:
         candidates = list(typing.get_args(typing.get_type_hints(task.config_class)[name]))
     for candidate in candidates:
