@@ -59,21 +59,12 @@ class RunResult(NamedTuple):
 def stop_requests():
     """SIGINT and SIGTERM set ``requested[0]`` (to the signal) instead of killing the process, inside the block."""
     requested = [0]
-    previous = {}
 
     def handler(signum, frame):
         requested[0] = signum
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            previous[sig] = signal.signal(sig, handler)
-        except ValueError:  # not the main thread: signals keep their handlers
-            pass
-    try:
+    with _handled(handler):
         yield requested
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 @contextlib.contextmanager
@@ -89,6 +80,13 @@ def interrupts():
     def handler(signum, frame):
         raise Interrupted(signum)
 
+    with _handled(handler):
+        yield
+
+
+@contextlib.contextmanager
+def _handled(handler):
+    """``handler`` on SIGINT and SIGTERM inside the block (in the main thread; elsewhere nothing changes)."""
     previous = {}
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:

@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jax.typing import ArrayLike
 
 
@@ -56,10 +57,18 @@ def _kept_logits(logits: jax.Array, params: SamplingParams) -> jax.Array:
     from them is the draw from the raw logits).
     """
     logits = logits.astype(jnp.float32)
-    vocab = logits.shape[-1]
     greedy = params.temperature <= 0
     tempered = logits / jnp.where(greedy, 1.0, params.temperature)
 
+    # The sorts cost more than the rest of a decoding step on a CPU: skip them when nothing truncates (under a
+    # vmap over the knobs the branch becomes a select, and both run).
+    truncates = (params.top_k > 0) | (params.top_p < 1)
+    return lax.cond(truncates, _truncated, lambda tempered, params: tempered, tempered, params)
+
+
+def _truncated(tempered: jax.Array, params: SamplingParams) -> jax.Array:
+    """Top-k, then top-p, of the tempered logits ``[..., V]``: -inf on the tokens they drop."""
+    vocab = tempered.shape[-1]
     kth_largest = jnp.take(jnp.sort(tempered, axis=-1), vocab - jnp.clip(params.top_k, 1, vocab), axis=-1)
     top_k_logits = jnp.where((params.top_k <= 0) | (tempered >= kth_largest[..., None]), tempered, -jnp.inf)
 
