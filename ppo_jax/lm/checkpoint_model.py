@@ -20,7 +20,7 @@ from ppo_jax.lm.checkpoint_vocab import VocabMap, engine_config, vocab_map
 from ppo_jax.lm.decoder import Decoder, generate, run  # noqa: F401 - the interface models dispatches to
 from ppo_jax.lm.decoder import init_params as fresh_params
 from ppo_jax.lm.decoder_config import CheckpointError, DecoderConfig, from_hf
-from ppo_jax.lm.hf_tensors import read_params
+from ppo_jax.lm.hf_tensors import check_tensors, read_params
 from ppo_jax.lm.text_tokenizer import load_tokenizer
 
 
@@ -85,10 +85,10 @@ def build(cfg, vocab: int, out_dim: int, *, head_gain: float = 1.0) -> Checkpoin
 
 
 def check(cfg) -> None:
-    """Every tensor there and of its shape; a text problem needs the tokenizer, the lab's other problems a
+    """Every tensor there and of its shape (headers only); a text problem needs the tokenizer, the lab's other problems a
     checkpoint of their own vocabulary (their verifiers read their own token ids)."""
     config = checkpoint_config(cfg.model)
-    read_params(Decoder(config), Path(cfg.model))
+    check_tensors(Decoder(config), Path(cfg.model))
     if problems.problem_of(cfg).needs_tokenizer:
         if load_tokenizer(Path(cfg.model)) is None:
             raise CheckpointError(f"--model {cfg.model}: the {cfg.problem} problem needs its tokenizer.json.")

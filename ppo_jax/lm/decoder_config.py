@@ -37,18 +37,32 @@ class Family(NamedTuple):
     doc: str
     reference: str
     architecture: str  # the ``architectures`` entry transformers reads back
+    fixed_keys: tuple[tuple[str, object], ...] = ()  # config.json keys this package only supports at one value
 
 
 FAMILIES: Registry[Family] = Registry("model_type", "decoder family")
 FAMILIES.register(
     "llama",
-    Family(None, None, False, "Llama 2/3, SmolLM2", "Touvron et al. 2023; Dubey et al. 2024", "LlamaForCausalLM"),
+    Family(
+        None,
+        None,
+        False,
+        "Llama 2/3, SmolLM2",
+        "Touvron et al. 2023; Dubey et al. 2024",
+        "LlamaForCausalLM",
+        (("mlp_bias", False),),
+    ),
+)
+_NO_SLIDING_WINDOW = (("use_sliding_window", False),)
+FAMILIES.register(
+    "qwen2",
+    Family(
+        True, False, False, "Qwen2, Qwen2.5: q/k/v bias", "Yang et al. 2024", "Qwen2ForCausalLM", _NO_SLIDING_WINDOW
+    ),
 )
 FAMILIES.register(
-    "qwen2", Family(True, False, False, "Qwen2, Qwen2.5: q/k/v bias", "Yang et al. 2024", "Qwen2ForCausalLM")
-)
-FAMILIES.register(
-    "qwen3", Family(None, None, True, "Qwen3: q/k RMSNorm per head", "Yang et al. 2025", "Qwen3ForCausalLM")
+    "qwen3",
+    Family(None, None, True, "Qwen3: q/k RMSNorm per head", "Yang et al. 2025", "Qwen3ForCausalLM", _NO_SLIDING_WINDOW),
 )
 
 DTYPES = ("float32", "bfloat16")
@@ -125,13 +139,10 @@ class DecoderConfig:
             "torch_dtype": self.param_dtype,
             **self.rope.to_hf(),
         }
-        if self.model_type != "qwen2":
+        family = FAMILIES[self.model_type]
+        if family.qkv_bias is None:  # the family reads its q/k/v (and o) bias from attention_bias
             out["attention_bias"] = self.qkv_bias
-        if self.model_type == "llama":
-            out["mlp_bias"] = False
-        else:
-            out["use_sliding_window"] = False
-        return out
+        return out | dict(family.fixed_keys)
 
 
 def _require(hf: dict, key: str, where: str):

@@ -9,6 +9,7 @@ from model.safetensors or the shards a model.safetensors.index.json lists.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -90,8 +91,23 @@ def _names_in(path: Path) -> list[str]:
         raise CheckpointError(f"{path}: not a readable safetensors file ({error}).") from None
 
 
-def read_params(model: Decoder, directory: Path) -> dict:
-    """The parameter pytree of ``model`` from ``directory``'s safetensors, cast to the config's param dtype."""
+@contextlib.contextmanager
+def _reading(file: Path):
+    """``safe_open(file)``; any error of the reader (its own SafetensorError, OSError) as a CheckpointError naming it."""
+    try:
+        with safe_open(str(file), framework="flax") as handle:
+            yield handle
+    except CheckpointError:
+        raise
+    except Exception as error:
+        raise CheckpointError(f"{file}: not a readable safetensors file ({error}).") from None
+
+
+def check_tensors(model: Decoder, directory: Path) -> dict[str, Path]:
+    """``{tensor name: file}`` once every tensor config.json implies is there with its shape and no other is.
+
+    Reads the safetensors headers only (no tensor data), so a large checkpoint is checked before anything compiles.
+    """
     files = tensor_files(directory)
     expected = expected_tensors(model)
     tied_head = "lm_head.weight" not in expected  # a tied checkpoint may still carry the (equal) lm_head
@@ -103,38 +119,44 @@ def read_params(model: Decoder, directory: Path) -> dict:
             f"{directory}: tensors a {model.config.model_type} model with this config.json does not have: "
             f"{', '.join(sorted(unexpected)[:5])}{' ...' if len(unexpected) > 5 else ''}."
         )
-    dtype = jnp.dtype(model.config.param_dtype)
-    shapes = param_shapes(model)
-    layers = {name: [None] * shape[0] for name, shape in shapes["layers"].items()}
-    top = {}
-    for file in sorted(set(files[n] for n in expected if n in files)):
-        try:
-            with safe_open(str(file), framework="flax") as handle:
-                for hf_name in handle.keys():
-                    if hf_name not in expected:
-                        continue
-                    name, layer, hf_shape = expected[hf_name]
-                    tensor = handle.get_tensor(hf_name)
-                    if tuple(tensor.shape) != hf_shape:
-                        raise CheckpointError(
-                            f"{file}: tensor {hf_name} has shape {list(tensor.shape)}; config.json implies {list(hf_shape)}."
-                        )
-                    tensor = jnp.asarray(tensor, dtype)
-                    tensor = tensor.T if name in TRANSPOSED else tensor
-                    if layer is None:
-                        top[name] = tensor
-                    else:
-                        layers[name][layer] = tensor
-        except CheckpointError:
-            raise
-        except Exception as error:
-            raise CheckpointError(f"{file}: not a readable safetensors file ({error}).") from None
     missing = [n for n in expected if n not in files]
     if missing:
         raise CheckpointError(
             f"{directory}: the checkpoint lacks {len(missing)} tensor(s) config.json implies, e.g. {missing[0]} "
             f"(shape {list(expected[missing[0]][2])})."
         )
+    for file in sorted(set(files[n] for n in expected)):
+        with _reading(file) as handle:
+            present = set(handle.keys())
+            for hf_name in (n for n in expected if files[n] == file):
+                if hf_name not in present:
+                    raise CheckpointError(f"{file}: the index places tensor {hf_name} here, but the file lacks it.")
+                shape = tuple(handle.get_slice(hf_name).get_shape())
+                if shape != expected[hf_name][2]:
+                    raise CheckpointError(
+                        f"{file}: tensor {hf_name} has shape {list(shape)}; config.json implies {list(expected[hf_name][2])}."
+                    )
+    return files
+
+
+def read_params(model: Decoder, directory: Path) -> dict:
+    """The parameter pytree of ``model`` from ``directory``'s safetensors (``check_tensors`` first), in the config's
+    param dtype."""
+    files = check_tensors(model, directory)
+    expected = expected_tensors(model)
+    dtype = jnp.dtype(model.config.param_dtype)
+    layers = {name: [None] * shape[0] for name, shape in param_shapes(model)["layers"].items()}
+    top = {}
+    for file in sorted(set(files[n] for n in expected)):
+        with _reading(file) as handle:
+            for hf_name in (n for n in expected if files[n] == file):
+                name, layer, _ = expected[hf_name]
+                tensor = jnp.asarray(handle.get_tensor(hf_name), dtype)
+                tensor = tensor.T if name in TRANSPOSED else tensor
+                if layer is None:
+                    top[name] = tensor
+                else:
+                    layers[name][layer] = tensor
     return {**top, "layers": {name: jnp.stack(tensors) for name, tensors in layers.items()}}
 
 
