@@ -31,6 +31,7 @@ from ppo_jax.lm.models import MODELS
 from ppo_jax.lm.policy_objectives import POLICY_LOSSES, RATIOS
 from ppo_jax.lm.problems import PROBLEMS
 from ppo_jax.lm.reward_model import REWARD_MODELS
+from ppo_jax.lm.sampling import SamplingParams, sampling_params
 from ppo_jax.lm.text_problems import TextProblem  # noqa: F401 - registers the text problems before PROBLEMS.literal()
 from ppo_jax.schedules import Schedule
 
@@ -73,6 +74,9 @@ PRETRAIN_FIELDS = (
     "sft_eval_every",
 )
 """Fields read only by pretraining (``ppo_jax.lm.train.pretrain``): SFT and the reward model."""
+
+EVAL_SAMPLING_FIELDS = ("eval_temperature", "eval_top_k", "eval_top_p")
+"""The sampling knobs of the final evaluation (``LmConfig.eval_sampling``)."""
 
 
 @struct.dataclass
@@ -178,6 +182,19 @@ class LmConfig(ConfigBase):
     """kl_adaptive: beta moves by at most a factor 1 +- 0.2 x (sequences per update) / kl_horizon per update."""
     ent_coef: float = leaf(0.0)
     """Entropy bonus coefficient (entropy per response token, aggregated as the policy loss)."""
+    temperature: float = leaf(1.0)
+    """Rollout sampling temperature (> 0). The loss's log-probabilities, the KL to the reference and the entropy
+    are of the same tempered, truncated distribution the tokens were drawn from (``sampling.py``)."""
+    top_k: float = leaf(0.0)
+    """Rollout top-k: sample among the k most probable tokens (a whole number; 0: off)."""
+    top_p: float = leaf(1.0)
+    """Rollout nucleus sampling: the smallest set of most probable tokens whose probability reaches top_p (1: off)."""
+    eval_temperature: float = leaf(1.0)
+    """Final evaluation's sampling temperature; 0 is greedy (pass@k is then pass@1)."""
+    eval_top_k: float = leaf(0.0)
+    """Final evaluation's top-k (0: off)."""
+    eval_top_p: float = leaf(1.0)
+    """Final evaluation's top-p (1: off)."""
     clip_cov_fraction: float = leaf(2e-4)
     """clip_cov: share of response tokens whose gradient is detached."""
     clip_cov_low: float = leaf(1.0)
@@ -246,6 +263,16 @@ class LmConfig(ConfigBase):
     }
 
     @property
+    def rollout_sampling(self) -> SamplingParams:
+        """The knobs rollouts draw with, and whose distribution the loss scores."""
+        return sampling_params(self.temperature, self.top_k, self.top_p)
+
+    @property
+    def eval_sampling(self) -> SamplingParams:
+        """The knobs of the final evaluation's samples."""
+        return sampling_params(self.eval_temperature, self.eval_top_k, self.eval_top_p)
+
+    @property
     def num_sequences(self) -> int:
         """Sequences per update: num_prompts x group_size."""
         return self.num_prompts * self.group_size
@@ -279,6 +306,8 @@ class LmConfig(ConfigBase):
             inert.update(dict.fromkeys(("kl_target", "kl_horizon"), "beta is fixed (kl_adaptive: false)"))
         if self.overlong_buffer == 0:
             inert["overlong_coef"] = "the overlong punishment is off (overlong_buffer: 0)"
+        if self.eval_prompts == 0:
+            inert.update(dict.fromkeys(EVAL_SAMPLING_FIELDS, "there is no final evaluation (eval_prompts: 0)"))
         if self.sft_steps == 0:
             reason = "there is no SFT (sft_steps: 0)"
             inert.update(dict.fromkeys(("sft_lr", "demo_noise", "sft_target_accuracy", "sft_eval_every"), reason))
@@ -313,7 +342,8 @@ class RlhfConfig(LmConfig):
     sft_target_accuracy: float = leaf(2.0)
 
     def inert_fields(self) -> dict[str, str]:
-        return {**super().inert_fields(), "eval_prompts": "the rlhf task has no final evaluation (ppo-jax lm has)"}
+        why = "the rlhf task has no final evaluation (ppo-jax lm has)"
+        return {**super().inert_fields(), **dict.fromkeys(("eval_prompts", *EVAL_SAMPLING_FIELDS), why)}
 
     @classmethod
     def from_dict(cls, values: dict):

@@ -303,11 +303,19 @@ def greedy(model: Decoder, params: dict, tokens: jax.Array, attention_mask: jax.
     return decode(model, params, tokens, attention_mask, max_new_tokens, jax.random.key(0), greedy_params).tokens
 
 
-def generate(model: Decoder, params: dict, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
-    """Responses ``[B, L]`` sampled at temperature 1 for ``prompt [B, P]``, left-padded with the pad token (the
-    lab's ``models.generate``)."""
+def generate(
+    model: Decoder,
+    params: dict,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+) -> jax.Array:
+    """Responses ``[B, L]`` sampled with ``knobs`` (None: temperature 1) for ``prompt [B, P]``, left-padded with the
+    pad token (the lab's ``models.generate``)."""
     mask = padding_mask(model, prompt)
-    return decode(model, params, prompt, mask, max_response_len, key, sampling.sampling_params()).tokens
+    knobs = sampling.sampling_params() if knobs is None else knobs
+    return decode(model, params, prompt, mask, max_response_len, key, knobs).tokens
 
 
 def parameter_count(model: Decoder) -> int:

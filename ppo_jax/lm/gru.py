@@ -24,6 +24,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax.initializers import orthogonal
+from ppo_jax.lm import sampling
 from ppo_jax.lm.tokens import EOS, PAD
 
 
@@ -67,15 +68,24 @@ def run(model: SeqModel, params, tokens: jax.Array) -> jax.Array:
     return _scan(model, params, carry, tokens)[1]
 
 
-def generate(model: SeqModel, params, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
-    """Sample responses ``[B, L]`` for ``prompt [B, P]`` at temperature 1; PAD after the first EOS."""
+def generate(
+    model: SeqModel,
+    params,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+) -> jax.Array:
+    """Sample responses ``[B, L]`` for ``prompt [B, P]`` with ``sampling.sample`` (``knobs``; None: temperature 1,
+    no truncation); PAD after the first EOS."""
+    knobs = sampling.sampling_params() if knobs is None else knobs
     carry = jnp.zeros(prompt.shape[:1] + (model.hidden_dim,), jnp.float32)
     carry, outputs = _scan(model, params, carry, prompt)
     ended = jnp.zeros(prompt.shape[:1], bool)
 
     def step(state, step_key):
         carry, logits, ended = state
-        token = jnp.where(ended, PAD, jax.random.categorical(step_key, logits).astype(jnp.int32))
+        token = jnp.where(ended, PAD, sampling.sample(step_key, logits, knobs)[0])
         carry, logits = model.apply(params, carry, token)
         return (carry, logits, ended | (token == EOS)), token
 

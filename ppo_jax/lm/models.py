@@ -4,7 +4,7 @@ transformer (``transformer.py``) or the GRU (``gru.py``).
 Every architecture's module has one interface, which this module dispatches on the
 model's class (the module defining it): ``init_params(model, key)``, ``run(model, params, tokens [B, T])
 -> [B, T, out_dim]`` (teacher forcing) and ``generate(model, params, key, prompt
-[B, P], L) -> [B, L]`` (temperature-1 sampling, PAD after the first EOS). A run
+[B, P], L, knobs) -> [B, L]`` (``sampling.sample`` with the knobs, PAD after the first EOS). A run
 has a policy (actor and reference; ``out_dim = vocab``, head gain 0.01) and a
 scalar model (critic and reward model; one output), of one architecture.
 """
@@ -25,6 +25,7 @@ from ppo_jax.lm import checkpoint_model, decoder, gru, problems, tokens, transfo
 from ppo_jax.lm.checkpoint_model import checkpoint_config, is_checkpoint_path
 from ppo_jax.lm.decoder_config import DecoderConfig
 from ppo_jax.lm.rope import RopeParams
+from ppo_jax.lm.sampling import SamplingParams
 from ppo_jax.registry import Registry
 
 
@@ -175,9 +176,11 @@ def run(model: nn.Module, params, tokens: jax.Array) -> jax.Array:
     return _module(model).run(model, params, tokens)
 
 
-def generate(model: nn.Module, params, key: jax.Array, prompt: jax.Array, max_response_len: int) -> jax.Array:
-    """Responses ``[B, L]`` sampled at temperature 1 for ``prompt [B, P]``; PAD after the first EOS."""
-    return _module(model).generate(model, params, key, prompt, max_response_len)
+def generate(
+    model: nn.Module, params, key: jax.Array, prompt: jax.Array, max_response_len: int, knobs: SamplingParams
+) -> jax.Array:
+    """Responses ``[B, L]`` for ``prompt [B, P]`` drawn by ``sampling.sample`` with ``knobs``; PAD after the first EOS."""
+    return _module(model).generate(model, params, key, prompt, max_response_len, knobs)
 
 
 def response_outputs(model: nn.Module, params, sequence: jax.Array, prompt_len: int) -> jax.Array:

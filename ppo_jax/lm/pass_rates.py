@@ -13,6 +13,7 @@ import jax.numpy as jnp
 
 from ppo_jax.lm import problems
 from ppo_jax.lm.models import generate
+from ppo_jax.lm.sampling import SamplingParams
 
 
 def pass_at_k(correct: jax.Array, k: int) -> jax.Array:
@@ -25,17 +26,21 @@ def pass_at_k(correct: jax.Array, k: int) -> jax.Array:
     return (1.0 - fail).mean()
 
 
-def sampled_correct(cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int) -> jax.Array:
-    """``[num_prompts, samples]`` float32: whether each of ``samples`` responses to fresh prompts is right."""
+def sampled_correct(
+    cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int, knobs: SamplingParams
+) -> jax.Array:
+    """``[num_prompts, samples]`` float32: whether each of ``samples`` responses (drawn with ``knobs``) to fresh
+    prompts is right."""
     prompt_key, sample_key = jax.random.split(key)
     prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, num_prompts), samples, axis=0)
-    response = generate(model, params, sample_key, prompt, problems.response_len(cfg))
+    response = generate(model, params, sample_key, prompt, problems.response_len(cfg), knobs)
     return problems.verify(cfg, prompt, response).correct.reshape(num_prompts, samples)
 
 
 def sampled_pass_rates(
-    cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int
+    cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int, knobs: SamplingParams
 ) -> tuple[jax.Array, jax.Array]:
-    """``(pass@1, pass@samples)`` of ``samples`` responses to each of ``num_prompts`` fresh prompts."""
-    correct = sampled_correct(cfg, model, params, key, num_prompts, samples)
+    """``(pass@1, pass@samples)`` of ``samples`` responses (drawn with ``knobs``) to each of ``num_prompts`` fresh
+    prompts."""
+    correct = sampled_correct(cfg, model, params, key, num_prompts, samples, knobs)
     return pass_at_k(correct, 1), pass_at_k(correct, samples)

@@ -6,7 +6,9 @@ log-probability is the one of the tempered, truncated distribution, not
 ``log_softmax(logits)``: taking the raw softmax silently biases the ratio and the
 KL. ``sampling_log_probs`` is that distribution, ``sample`` draws from it and
 returns the drawn token's log-probability under it, ``token_log_prob`` recomputes
-it for given tokens (what the loss does later).
+it for given tokens (what the loss does later) and ``entropy`` is its entropy.
+The lab's rollouts, loss, KL and entropy all use this one distribution
+(``LmConfig.temperature``, ``top_k``, ``top_p``).
 
 The warpers run in transformers' default order for ``generate``: temperature,
 then top-k (Fan et al. 2018, "Hierarchical neural story generation"), then top-p
@@ -50,20 +52,21 @@ def sampling_params(temperature: ArrayLike = 1.0, top_k: ArrayLike = 0, top_p: A
     )
 
 
+def tempered(logits: jax.Array, params: SamplingParams) -> jax.Array:
+    """``logits [..., V] / temperature`` in float32 (temperature 0: the logits unchanged)."""
+    return logits.astype(jnp.float32) / jnp.where(params.temperature <= 0, 1.0, params.temperature)
+
+
 def _kept_logits(logits: jax.Array, params: SamplingParams) -> jax.Array:
     """``[..., V]`` float32: the tempered logits of the tokens top-k and top-p keep, -inf elsewhere (see below).
 
     With every knob off they are ``logits`` cast to float32, bit for bit (so a draw
     from them is the draw from the raw logits).
     """
-    logits = logits.astype(jnp.float32)
-    greedy = params.temperature <= 0
-    tempered = logits / jnp.where(greedy, 1.0, params.temperature)
-
     # The sorts cost more than the rest of a decoding step on a CPU: skip them when nothing truncates (under a
     # vmap over the knobs the branch becomes a select, and both run).
     truncates = (params.top_k > 0) | (params.top_p < 1)
-    return lax.cond(truncates, _truncated, lambda tempered, params: tempered, tempered, params)
+    return lax.cond(truncates, _truncated, lambda scaled, params: scaled, tempered(logits, params), params)
 
 
 def _truncated(tempered: jax.Array, params: SamplingParams) -> jax.Array:
@@ -103,13 +106,32 @@ def sampling_log_probs(logits: jax.Array, params: SamplingParams) -> jax.Array:
 def token_log_prob(logits: jax.Array, token: jax.Array, params: SamplingParams) -> jax.Array:
     """Log-probability ``[...]`` (float32) of ``token [...]`` under the sampling distribution of ``logits [..., V]``.
 
-    -inf for a token outside the kept set (``sample`` never draws one). Differentiable
-    in the logits: the kept set is piecewise constant, so the gradient is
-    (1[j = token] - p_j) / temperature on the kept tokens j, 0 elsewhere (and 0 at
-    temperature 0).
+    The kept set is top-k's and top-p's together with ``token`` itself, so the value
+    is finite for every token. For a token ``sample`` drew from these logits it is
+    exactly the log-probability it was drawn with (the token was kept); for a token
+    the truncation would now drop (the policy moved since it sampled, or the logits
+    differ in the last bits from the sampler's) it is the probability of that token
+    renormalised over the kept set and itself, instead of -inf, which would make
+    the ratio 0 and the KL estimators infinite. Differentiable in the logits: the
+    gradient is (1[j = token] - p_j) / temperature on the kept tokens j, 0 elsewhere.
+    At temperature 0 (greedy): 0 for ``argmax(logits)``, -inf for any other token.
     """
-    log_probs = sampling_log_probs(logits, params)
-    return jnp.take_along_axis(log_probs, token[..., None].astype(jnp.int32), axis=-1)[..., 0]
+    scaled = tempered(logits, params)
+    is_token = jnp.arange(logits.shape[-1]) == token[..., None]
+    kept = jnp.where(is_token, scaled, _kept_logits(logits, params))
+    log_prob = jnp.take_along_axis(jax.nn.log_softmax(kept, axis=-1), token[..., None].astype(jnp.int32), axis=-1)
+    greedy_log_prob = jnp.where(token == jnp.argmax(logits, axis=-1), 0.0, -jnp.inf)
+    return jnp.where(params.temperature <= 0, greedy_log_prob, log_prob[..., 0])
+
+
+def entropy(logits: jax.Array, params: SamplingParams) -> jax.Array:
+    """Entropy ``[...]`` (nats, float32) of the sampling distribution of ``logits [..., V]`` (0 at temperature 0).
+
+    The dropped tokens contribute 0 (and 0 gradient): ``-sum_j p_j log p_j`` over the kept set.
+    """
+    log_probs = jax.nn.log_softmax(_kept_logits(logits, params), axis=-1)
+    finite = jnp.where(log_probs > -jnp.inf, log_probs, 0.0)  # exp(-inf) * -inf would be NaN
+    return jnp.where(params.temperature <= 0, 0.0, -jnp.sum(jnp.exp(log_probs) * finite, axis=-1))
 
 
 def sample(key: jax.Array, logits: jax.Array, params: SamplingParams) -> tuple[jax.Array, jax.Array]:

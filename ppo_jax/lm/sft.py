@@ -10,7 +10,8 @@ response token (prompt and padding masked out).
 RL needs a start whose sampled answers are sometimes right and sometimes wrong
 (a group of equal rewards carries no signal), and SFT on a clean task jumps from
 mostly wrong to almost always right within a few hundred steps. So SFT checks
-the sampled pass@1 of fresh prompts every ``sft_eval_every`` steps and stops at
+the sampled pass@1 of fresh prompts (temperature 1, no truncation: the SFT
+model's own distribution, whatever the rollout knobs) every ``sft_eval_every`` steps and stops at
 the first check that reaches ``sft_target_accuracy`` (above 1: never; all
 ``sft_steps`` run): a ``lax.while_loop`` over checks, so the steps after it cost nothing.
 """
@@ -29,6 +30,7 @@ from jax import lax
 from ppo_jax.lm import problems, tokens
 from ppo_jax.lm.models import response_outputs
 from ppo_jax.lm.pass_rates import sampled_correct
+from ppo_jax.lm.sampling import sampling_params
 from ppo_jax.lm.token_math import masked_mean, token_log_probs
 
 
@@ -104,11 +106,12 @@ def sft(cfg, model: nn.Module, params, key: jax.Array) -> SftResult:
     ).reshape((checks, every))
     active = (jnp.arange(checks * every) < cfg.sft_steps).reshape((checks, every))
     check_keys = jax.random.split(jax.random.fold_in(key, 1), checks)
+    raw = sampling_params()  # the SFT model's own distribution: the check is of what SFT learned
 
     def check(state):
         index, params, opt_state, _, losses, accuracy = state
         (params, opt_state), chunk = lax.scan(step, (params, opt_state), (step_keys[index], active[index]))
-        correct = sampled_correct(cfg, model, params, check_keys[index], cfg.pretrain_batch, 1).mean()
+        correct = sampled_correct(cfg, model, params, check_keys[index], cfg.pretrain_batch, 1, raw).mean()
         losses, accuracy = losses.at[index].set(chunk), accuracy.at[index].set(correct)
         return index + 1, params, opt_state, correct >= cfg.sft_target_accuracy, losses, accuracy
 

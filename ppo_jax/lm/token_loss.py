@@ -6,7 +6,8 @@ always a token mean):
 
     loss = policy + beta * KL(pi || pi_ref) [kl_mode loss] - ent_coef * entropy + vf_coef * value [critic]
 
-The policy term is ``policy_objectives.policy_loss`` (clip with clip_eps_low /
+Log-probabilities and the entropy are of the distribution the rollout sampled
+from (``temperature``, ``top_k``, ``top_p``; ``sampling.token_log_prob``). The policy term is ``policy_objectives.policy_loss`` (clip with clip_eps_low /
 clip_eps_high and an optional dual clip, CISPO, or REINFORCE), on a per-token or
 per-sequence ratio; ``cov_reg`` adds Cui et al.'s (2025) Clip-Cov (zero the
 loss of a few high-covariance tokens) or KL-Cov (penalise |log pi - log
@@ -25,13 +26,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from ppo_jax import distributions
+from ppo_jax.lm import sampling
 from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS, covariance_regularized_loss
 from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.loss_aggregation import aggregate
 from ppo_jax.lm.models import run
 from ppo_jax.lm.policy_objectives import POLICY_LOSSES, policy_loss
-from ppo_jax.lm.token_math import masked_explained_variance, masked_mean, token_log_probs
+from ppo_jax.lm.token_math import masked_explained_variance, masked_mean
 from ppo_jax.losses import value_loss
 
 
@@ -64,7 +65,8 @@ def loss_from_outputs(
     if cfg.norm_adv:
         centred = advantage - masked_mean(advantage, mask)
         advantage = centred / (jnp.sqrt(masked_mean(centred**2, mask)) + 1e-8)
-    log_prob = token_log_probs(logits, response)
+    knobs = cfg.rollout_sampling  # the distribution the tokens were drawn from (sampling.py)
+    log_prob = sampling.token_log_prob(logits, response, knobs)
     per_token, clip = policy_loss(
         cfg.policy_loss,
         log_prob,
@@ -97,7 +99,7 @@ def loss_from_outputs(
         metrics["cov_picked"] = masked_mean(picked, mask)
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
-    entropy = distributions.entropy(distributions.PolicyDist(logits, None))
+    entropy = sampling.entropy(logits, knobs)
     metrics.update(
         policy_loss=aggregate(per_token, mask, cfg.loss_agg),
         entropy=aggregate(entropy, mask, cfg.loss_agg),

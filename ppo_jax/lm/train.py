@@ -11,8 +11,9 @@ itself), ``evaluate`` and ``params_tree``.
     out = jax.jit(jax.vmap(train, in_axes=(0, 0, None)))(stacked, keys, pre)  # settings x seeds
 
 Each update (Ziegler et al. 2019; Ouyang et al. 2022; Shao et al. 2024): sample
-``num_prompts`` prompts and ``group_size`` responses to each; the actor and the
-reference give per-token log-probs, the problem's verifier (or the reward model)
+``num_prompts`` prompts and ``group_size`` responses to each (``temperature``,
+``top_k``, ``top_p``); the actor and the reference give per-token log-probs of
+that sampling distribution (``sampling.token_log_prob``), the problem's verifier (or the reward model)
 a score per sequence; ``rewards`` / ``advantages`` turn the score (and a
 KL penalty with ``kl_mode: reward``) into per-token advantages; then
 ``update_epochs`` passes of shuffled minibatches of whole sequences minimise
@@ -32,7 +33,7 @@ from jax import lax
 
 from ppo_jax import distributions, threefry_cpu
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.lm import problems, tokens, verifier
+from ppo_jax.lm import problems, sampling, tokens, verifier
 from ppo_jax.lm.advantages import estimate, sequence_returns, zero_variance_groups
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
@@ -45,7 +46,7 @@ from ppo_jax.lm.reward_model import REWARD_MODELS, train_reward_model
 from ppo_jax.lm.rewards import place_score
 from ppo_jax.lm.sft import sft
 from ppo_jax.lm.token_loss import SequenceBatch, sequence_loss
-from ppo_jax.lm.token_math import masked_mean, token_log_probs
+from ppo_jax.lm.token_math import masked_mean
 from ppo_jax.lm.validation import validate
 from ppo_jax.minibatch_epochs import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
@@ -98,12 +99,14 @@ def rollout(
     """
     prompt_key, sample_key = jax.random.split(key)
     prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, cfg.num_prompts), cfg.group_size, axis=0)
-    response = generate(models.policy, params["actor"], sample_key, prompt, problems.response_len(cfg))
+    knobs = cfg.rollout_sampling
+    response = generate(models.policy, params["actor"], sample_key, prompt, problems.response_len(cfg), knobs)
     sequence, mask = tokens.join(prompt, response), tokens.response_mask(response)
     inputs, start = sequence[:, :-1], prompt.shape[-1] - 1
     logits = run(models.policy, params["actor"], inputs)[:, start:]
     ref_logits = run(models.policy, pretrained.sft, inputs)[:, start:]
-    log_prob, ref_log_prob = token_log_probs(logits, response), token_log_probs(ref_logits, response)
+    log_prob = sampling.token_log_prob(logits, response, knobs)
+    ref_log_prob = sampling.token_log_prob(ref_logits, response, knobs)
 
     verdict = problems.verify(cfg, prompt, response)
     score = REWARD_MODELS[cfg.reward_model].score(
@@ -134,8 +137,9 @@ def rollout(
     else:
         cov_keys = jnp.zeros((cfg.num_sequences,), jnp.uint32)
 
-    dist, ref_dist = distributions.PolicyDist(logits, None), distributions.PolicyDist(ref_logits, None)
-    exact_kl = distributions.kl_divergence(dist, ref_dist)
+    # The exact KL is of the tempered distributions before top-k / top-p (truncated ones can be infinitely apart).
+    tempered = [distributions.PolicyDist(sampling.tempered(x, knobs), None) for x in (logits, ref_logits)]
+    exact_kl = distributions.kl_divergence(*tempered)
     lengths = mask.sum(-1).astype(jnp.float32)
     correct = verdict.correct > 0.5
 
@@ -151,7 +155,7 @@ def rollout(
         "truncated": 1.0 - tokens.ended(response).mean(dtype=jnp.float32),
         "length_correct": mean_where(lengths, correct),
         "length_incorrect": mean_where(lengths, ~correct),
-        "sample_entropy": masked_mean(distributions.entropy(dist), mask),
+        "sample_entropy": masked_mean(sampling.entropy(logits, knobs), mask),
         "kl_ref": jnp.where(mask, exact_kl, 0.0).sum(-1).mean(),
         "kl_ref_estimate": kl_tokens.sum(-1).mean(),
         "kl_ref_sample": jnp.where(mask, log_prob - ref_log_prob, 0.0).sum(-1).mean(),
@@ -297,7 +301,7 @@ def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array) -> dict:
         return {}
     models = make_models(cfg)
     pass_at_1, pass_at_group = sampled_pass_rates(
-        cfg, models.policy, output.params["actor"], key, cfg.eval_prompts, cfg.group_size
+        cfg, models.policy, output.params["actor"], key, cfg.eval_prompts, cfg.group_size, cfg.eval_sampling
     )
     return {"eval_pass_at_1": pass_at_1, "eval_pass_at_group": pass_at_group}
 

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ppo_jax.initializers import orthogonal
+from ppo_jax.lm import sampling
 from ppo_jax.lm.tokens import EOS, PAD
 
 
@@ -133,11 +134,18 @@ def run(model: Decoder, params, tokens: jax.Array) -> jax.Array:
 
 
 def generate_with_outputs(
-    model: Decoder, params, key: jax.Array, prompt: jax.Array, max_response_len: int, *, use_cache: bool = True
+    model: Decoder,
+    params,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+    *,
+    use_cache: bool = True,
 ) -> Generation:
-    """Sample responses for ``prompt [B, P]`` at temperature 1, keeping the outputs sampled from.
+    """Sample responses for ``prompt [B, P]`` with ``knobs`` (None: temperature 1), keeping the outputs sampled from.
 
-    Step i draws ``jax.random.categorical`` with key i of
+    Step i draws ``sampling.sample`` with key i of
     ``jax.random.split(key, max_response_len)``, as ``models.generate`` does;
     tokens after the first EOS are PAD. ``use_cache=True`` prefills a
     ``KVCache`` of ``max_len`` positions with one pass over the prompt, then feeds
@@ -152,9 +160,10 @@ def generate_with_outputs(
     positions = prompt_len + jnp.arange(max_response_len)  # where each response token goes
     ended = jnp.zeros((batch_size,), bool)
 
+    knobs = sampling.sampling_params() if knobs is None else knobs
+
     def sample(step_key, logits, ended):
-        token = jax.random.categorical(step_key, logits).astype(jnp.int32)
-        return jnp.where(ended, PAD, token)
+        return jnp.where(ended, PAD, sampling.sample(step_key, logits, knobs)[0])
 
     if use_cache:
         prompt_outputs, cache = model.apply(params, prompt, empty_cache(model, batch_size, model.max_len), 0)
@@ -184,7 +193,14 @@ def generate_with_outputs(
 
 
 def generate(
-    model: Decoder, params, key: jax.Array, prompt: jax.Array, max_response_len: int, *, use_cache: bool = True
+    model: Decoder,
+    params,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+    *,
+    use_cache: bool = True,
 ) -> jax.Array:
-    """Sample responses ``[B, L]`` for ``prompt [B, P]`` at temperature 1; PAD after the first EOS."""
-    return generate_with_outputs(model, params, key, prompt, max_response_len, use_cache=use_cache).response
+    """Sample responses ``[B, L]`` for ``prompt [B, P]`` with ``knobs`` (None: temperature 1); PAD after the first EOS."""
+    return generate_with_outputs(model, params, key, prompt, max_response_len, knobs, use_cache=use_cache).response

@@ -90,9 +90,24 @@ def validate(cfg: LmConfig) -> LmConfig:
     for name in ("gamma", "gae_lambda", "critic_lambda", "demo_noise", "clip_cov_fraction", "kl_cov_fraction"):
         check_range(name, getattr(cfg, name), low=0, high=1)
     check_range("sft_target_accuracy", cfg.sft_target_accuracy, low=0)
+    hint = " Rollouts need a stochastic policy; evaluate greedily with eval_temperature: 0."
+    check_range("temperature", cfg.temperature, low=0, low_open=True, hint=hint)
+    check_range("eval_temperature", cfg.eval_temperature, low=0, hint=" 0 is greedy.")
+    for name in ("top_p", "eval_top_p"):
+        check_range(name, getattr(cfg, name), low=0, low_open=True, high=1, hint=" 1 turns nucleus sampling off.")
+    for name in ("top_k", "eval_top_k"):
+        _check_whole(name, getattr(cfg, name))
     check_leaf_shapes(cfg)
     _check_pairs(cfg)
     return cfg
+
+
+def _check_whole(name: str, value) -> None:
+    """``top_k``-like leaves: a whole number >= 0 (concrete values only)."""
+    if is_concrete(value):
+        array = np.asarray(value)
+        if np.any(array < 0) or np.any(array != np.round(array)):
+            raise ConfigError(f"{name} must be a whole number >= 0 (0 turns top-k off), got {value}.")
 
 
 def _check_pairs(cfg: LmConfig) -> None:

@@ -69,6 +69,11 @@ def test_ppo_jax_lm_sft_then_grpo_raises_sampled_pass_at_1(tmp_path):
         (dict(overlong_buffer=50), "overlong_buffer=50 must be shorter"),
         (dict(kl_estimator="k4"), "unknown kl_estimator 'k4'"),
         (dict(loss_agg="seq-mean"), "Choose one of: token-mean"),
+        (dict(temperature=0.0), "temperature must be > 0.*eval_temperature: 0"),
+        (dict(top_k=2.5), "top_k must be a whole number >= 0"),
+        (dict(eval_top_k=-1.0), "eval_top_k must be a whole number >= 0"),
+        (dict(top_p=0.0), "top_p must be > 0"),
+        (dict(eval_temperature=-1.0), "eval_temperature must be >= 0"),
     ],
 )
 def test_bad_input_is_refused_before_compiling(change, message):

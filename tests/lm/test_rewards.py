@@ -246,6 +246,9 @@ def test_inert_fields_of_rlhf():
         "overlong_coef",
         "format_reward",
         "eval_prompts",
+        "eval_temperature",
+        "eval_top_k",
+        "eval_top_p",
         "chat_template",
     }
     assert set(RlhfConfig().inert_fields()) == unused  # learned reward model, SFT, value clipping: all used

@@ -135,6 +135,26 @@ def test_sample_log_prob_is_the_sampling_distributions_not_the_raw_softmax():
     np.testing.assert_allclose(log_prob, raw, atol=1e-6)  # no truncation, temperature 1: the raw softmax
 
 
+def kept_with_token(logits, token, temperature, top_k, top_p):
+    """The probabilities ``[V]`` of the sampling distribution renormalised over its kept set and ``token``."""
+    kept = np.isfinite(reference_log_probs(logits, temperature, top_k, top_p))
+    kept[token] = True
+    scores = np.where(kept, np.asarray(logits, np.float64) / temperature, -np.inf)
+    return np.exp(scores - special.logsumexp(scores))
+
+
+def test_token_log_prob_of_a_dropped_token_is_renormalised_over_the_kept_set_and_the_token():
+    rng = np.random.default_rng(6)
+    logits = rng.normal(size=(B, V)).astype(np.float32) * 2
+    token = rng.integers(0, V, size=B)
+    got = np.asarray(token_log_prob(logits, token, sampling_params(0.7, 5, 0.8)))
+    dropped = [~np.isfinite(reference_log_probs(x, 0.7, 5, 0.8)[t]) for x, t in zip(logits, token, strict=True)]
+    assert 100 < sum(dropped) < B - 100  # both kinds of token are common
+    expected = [np.log(kept_with_token(x, t, 0.7, 5, 0.8)[t]) for x, t in zip(logits, token, strict=True)]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, expected, atol=2e-5)
+
+
 def test_token_log_prob_gradient_is_the_kept_softmax_gradient_over_the_temperature():
     rng = np.random.default_rng(5)
     logits = rng.normal(size=(B, V)).astype(np.float32) * 2
@@ -144,12 +164,25 @@ def test_token_log_prob_gradient_is_the_kept_softmax_gradient_over_the_temperatu
         logits, token, sampling_params(temperature, top_k, top_p)
     )
     for row in range(32):
-        probs = np.exp(reference_log_probs(logits[row], temperature, top_k, top_p))
-        # d log p(t) / d logit_j = (1[j = t] - p_j) / T on the kept set (constant near these logits), 0 elsewhere;
-        # a token outside it (log-prob -inf) still pushes the kept logits down
+        probs = kept_with_token(logits[row], token[row], temperature, top_k, top_p)
+        # d log p(t) / d logit_j = (1[j = t] - p_j) / T on the kept set and t (constant near these logits), else 0
         expected = (np.eye(V)[token[row]] - probs) / temperature * (probs > 0)
         np.testing.assert_allclose(grad[row], expected, atol=1e-5)
     np.testing.assert_array_equal(grad[32:], 0)
+
+
+def test_entropy_is_the_sampling_distributions_with_finite_gradient():
+    rng = np.random.default_rng(7)
+    logits = rng.normal(size=(64, V)).astype(np.float32) * 2
+    for temperature, top_k, top_p in [(0.7, 5, 0.8), (1.0, 0, 1.0), (1.5, 3, 1.0), (0.5, 0, 0.6)]:
+        params = sampling_params(temperature, top_k, top_p)
+        got = jax.jit(sampling.entropy)(logits, params)
+        probs = np.exp([reference_log_probs(x, temperature, top_k, top_p) for x in logits])
+        expected = -np.sum(np.where(probs > 0, probs * np.log(np.where(probs > 0, probs, 1.0)), 0.0), -1)
+        np.testing.assert_allclose(got, expected, atol=2e-5)
+        grad = jax.jit(jax.grad(lambda x, p: sampling.entropy(x, p).sum()))(logits, params)
+        assert np.isfinite(grad).all()
+    np.testing.assert_array_equal(jax.jit(sampling.entropy)(logits, sampling_params(0.0)), 0.0)
 
 
 def test_greedy_takes_the_argmax_with_log_prob_zero_whatever_the_key():
