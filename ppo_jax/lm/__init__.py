@@ -19,6 +19,9 @@ Modules, one idea each:
     vocabulary.py      the tokens of the arithmetic tasks
     addition_task.py   n-digit addition (reversed digits), optional carry scratchpad
     sort_task.py       sorting a digit list, optional counting scratchpad
+    countdown_vocabulary.py the tokens of Countdown (digits, + - * /, step, attempt and answer markers)
+    countdown_task.py  Countdown (TinyZero): solvable prompts, every step sequence, search-trace demonstrations
+    countdown_verifier.py Countdown's in-graph checker: the steps parsed, their arithmetic and number use checked
     tokens.py          PAD, EOS and the masks of EOS-terminated responses, shared by every problem
     token_math.py      masked means, whitening, token log-probs, explained variance
     copy_task.py       the RLHF toy: copy the prompt, then stop

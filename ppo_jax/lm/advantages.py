@@ -11,6 +11,7 @@ group's mean ``mean_g`` and sample std ``std_g`` (ddof = 1, as ``torch.std`` in 
 | ``grpo``                  | (R_i - mean_g) / (std_g + eps)                    | Shao et al. 2024, sec. 4.1.2           |
 | ``drgrpo``                | R_i - mean_g                                      | Liu et al. 2025 (Dr. GRPO)             |
 | ``rloo``                  | R_i - mean of the other G - 1 returns             | Ahmadian et al. 2024; Kool et al. 2019 |
+| ``grpo_passk``            | (R_max - R_2nd) / (std_g + eps) on the group's best response, else 0 | Tang et al. 2025, arXiv:2503.19595 |
 | ``reinforce_pp``          | whiten(sum_{s >= t} r_{i,s})                      | Hu et al. 2025, arXiv:2501.03262       |
 | ``reinforce_pp_baseline`` | whiten(R_i - mean_g)                              | Hu et al. 2025, arXiv:2501.03262       |
 | ``gae``                   | GAE over the response tokens, critic V            | Schulman et al. 2016; Ziegler et al. 2019 |
@@ -137,6 +138,16 @@ def _reinforce_pp_baseline(rewards, mask, values, cfg):
     return whiten(_on_tokens(centred, mask), mask, cfg.adv_eps), None
 
 
+def _grpo_passk(rewards, mask, values, cfg):
+    """Only each group's best response moves: (R_max - R_second) / (std_g + eps); the others get 0 (the first
+    best among ties, where R_max - R_second is 0 anyway)."""
+    grouped = _by_group(sequence_returns(rewards, mask), cfg.group_size)
+    descending = -jnp.sort(-grouped, axis=-1)
+    gap = (descending[:, 0] - descending[:, 1]) / (grouped.std(-1, ddof=1) + cfg.adv_eps)
+    best = jnp.arange(cfg.group_size) == jnp.argmax(grouped, axis=-1)[:, None]
+    return _on_tokens(jnp.where(best, gap[:, None], 0.0).reshape(-1), mask), None
+
+
 def gae_targets(
     rewards: jax.Array, values: jax.Array, mask: jax.Array, *, gamma, gae_lambda
 ) -> tuple[jax.Array, jax.Array]:
@@ -178,6 +189,14 @@ for _name, _estimator in {
         _reinforce_pp_baseline,
         "group-centred return, batch-whitened",
         "Hu et al. 2025, arXiv:2501.03262",
+        False,
+        True,
+        ("adv_eps",),
+    ),
+    "grpo_passk": Estimator(
+        _grpo_passk,
+        "pass@k: the group's best response gets (R_max - R_second) / (std + eps), the rest 0",
+        "Tang et al. 2025, arXiv:2503.19595 (verl grpo_passk)",
         False,
         True,
         ("adv_eps",),

@@ -75,8 +75,8 @@ PRETRAIN_FIELDS = (
 )
 """Fields read only by pretraining (``ppo_jax.lm.train.pretrain``): SFT and the reward model."""
 
-EVAL_SAMPLING_FIELDS = ("eval_temperature", "eval_top_k", "eval_top_p")
-"""The sampling knobs of the final evaluation (``LmConfig.eval_sampling``)."""
+EVAL_SAMPLING_FIELDS = ("eval_samples", "eval_temperature", "eval_top_k", "eval_top_p")
+"""How the final evaluation samples (``LmConfig.eval_sampling`` and the samples per prompt)."""
 
 
 @struct.dataclass
@@ -88,11 +88,17 @@ class LmConfig(ConfigBase):
     """The task: a name in ``problems.PROBLEMS`` (docs/switches.md)."""
     digits: int = static(3)
     """addition: digits per operand; sort: digits in the list."""
+    chain_len: int = static(4)
+    """chain_sum: how many numbers of ``digits`` digits are summed (at least 2)."""
     scratchpad: bool = static(False)
     """addition/sort: a free scratchpad before an answer marker; only the answer after the marker is checked."""
     scratchpad_filler: int = static(0)
     """addition/sort with a scratchpad: demonstrations open it with 0..F random digits (uniform), so the SFT
     model's responses vary in length and RL may lengthen or shorten them (Dr. GRPO's length bias)."""
+    countdown_numbers: int = static(3)
+    """countdown: how many given numbers (digits 1..9) the prompt holds: 3 or 4 (much harder for small models)."""
+    countdown_attempts: int = static(2)
+    """countdown: demonstrations' scratchpads hold 0..this many failed attempts (uniform) before the answer."""
     chat_template: bool = static(False)
     """text problems: render each question through the checkpoint's chat template (else the question and a newline)."""
     vocab_size: int = static(10)
@@ -164,6 +170,9 @@ class LmConfig(ConfigBase):
     """Demonstrations or preference pairs per SFT / reward-model step."""
     eval_prompts: int = static(256)
     """Fresh prompts of the final evaluation (group_size samples each: pass@1 and pass@group_size)."""
+    eval_samples: int = static(0)
+    """Samples per evaluation prompt for the pass@k curve (k = 1, 2, 4, ... up to it; Yue et al. 2025 use 256);
+    0: group_size. At least group_size."""
 
     # ----- traced float32 leaves: vmappable, no recompilation -----
     lr: float = leaf(3e-4)
@@ -182,6 +191,9 @@ class LmConfig(ConfigBase):
     """kl_adaptive: beta moves by at most a factor 1 +- 0.2 x (sequences per update) / kl_horizon per update."""
     ent_coef: float = leaf(0.0)
     """Entropy bonus coefficient (entropy per response token, aggregated as the policy loss)."""
+    top_entropy_quantile: float = leaf(1.0)
+    """Share of each minibatch's response tokens, those of highest entropy, that the policy term trains on (Wang
+    et al. 2025 keep 0.2; TRL's top_entropy_quantile); 1: every token."""
     temperature: float = leaf(1.0)
     """Rollout sampling temperature (> 0). The loss's log-probabilities, the KL to the reference and the entropy
     are of the same tempered, truncated distribution the tokens were drawn from (``sampling.py``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.lm.config import RlhfConfig
+from ppo_jax.lm.pass_rates import PASS_AT_K
 
 LOSS_METRICS = ("policy_loss", "value_loss", "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "loss")
 
@@ -55,6 +56,7 @@ LM_METRIC_NAMES = (
     "ratio_min",
     "ratio_max",
     "cov_picked",
+    "entropy_token_share",
     "explained_variance",
     "grad_norm",
     "loss",
@@ -73,11 +75,14 @@ over the minibatch steps): entropy (exact, per response token, of the policy bei
 policy_loss, kl_loss (the KL term before beta; 0 unless kl_mode is loss), value_loss
 (0 without a critic), approx_kl (to the sampling policy), clip_low / clip_high / clip_dual (share of response tokens
 whose gradient the lower clip, the upper clip, or the dual clip bound took: ``policy_objectives.ClipStats``),
-ratio_min / ratio_max (per minibatch, averaged), cov_picked (share of tokens Clip-Cov or KL-Cov picked),
+ratio_min / ratio_max (per minibatch, averaged), cov_picked (share of tokens Clip-Cov or KL-Cov picked), entropy_token_share (share of response tokens the
+policy term trains on: below 1 only with top_entropy_quantile),
 explained_variance (NaN without a critic), grad_norm, loss, learning_rate; non_finite."""
 
-LM_EVAL_NAMES = ("eval_pass_at_1", "eval_pass_at_group")
-"""Per run of the lm task: pass@1 and pass@group_size of the final policy on ``eval_prompts`` fresh prompts."""
+LM_EVAL_NAMES = ("eval_pass_at_1", "eval_pass_at_group", *(f"eval_pass_at_{k}" for k in PASS_AT_K[1:]))
+"""Per run of the lm task: pass@1, pass@group_size and pass@k for k = 2, 4, ..., 256 (NaN above the samples per
+prompt: ``eval_samples``, or group_size) of the final policy on ``eval_prompts`` fresh prompts; the unbiased
+estimator of Chen et al. (2021, eq. 1)."""
 
 
 def metric_names(cfg) -> tuple[str, ...]:

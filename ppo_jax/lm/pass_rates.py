@@ -10,6 +10,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+from jax import lax
 
 from ppo_jax.lm import problems
 from ppo_jax.lm.models import generate
@@ -35,6 +36,36 @@ def sampled_correct(
     prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, num_prompts), samples, axis=0)
     response = generate(model, params, sample_key, prompt, problems.response_len(cfg), knobs)
     return problems.verify(cfg, prompt, response).correct.reshape(num_prompts, samples)
+
+
+PASS_AT_K = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+"""The k of the final evaluation's pass@k curve (each up to its samples per prompt; Yue et al. 2025 go to 256)."""
+
+MAX_ROWS = 4096
+"""Most responses the evaluation samples in one batch (more prompts x samples: ``lax.map`` over chunks of prompts)."""
+
+
+def evaluation_correct(
+    cfg, model: nn.Module, params, key: jax.Array, num_prompts: int, samples: int, knobs: SamplingParams
+) -> jax.Array:
+    """``[num_prompts, samples]`` as ``sampled_correct``, drawn in chunks of at most ``MAX_ROWS`` responses.
+
+    One chunk (``num_prompts x samples <= MAX_ROWS``) is ``sampled_correct`` with ``key``
+    itself; chunk i of several draws its prompts and responses with key i of
+    ``jax.random.split(key, chunks)``.
+    """
+    per_chunk = max(1, MAX_ROWS // samples)
+    if num_prompts <= per_chunk:
+        return sampled_correct(cfg, model, params, key, num_prompts, samples, knobs)
+    chunks = -(-num_prompts // per_chunk)
+    keys = jax.random.split(key, chunks)
+    correct = lax.map(lambda k: sampled_correct(cfg, model, params, k, per_chunk, samples, knobs), keys)
+    return correct.reshape(-1, samples)[:num_prompts]
+
+
+def pass_at_k_curve(correct: jax.Array) -> dict[int, jax.Array]:
+    """``{k: pass@k}`` for each k of ``PASS_AT_K`` up to the samples per prompt of ``correct [prompts, n]``."""
+    return {k: pass_at_k(correct, k) for k in PASS_AT_K if k <= correct.shape[-1]}
 
 
 def sampled_pass_rates(

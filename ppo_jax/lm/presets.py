@@ -23,8 +23,11 @@ Sources: ppo_rlhf: Ziegler et al. (2019) and their code (lm-human-preferences
 ``PpoHParams``: 4 epochs, clip 0.2, value clip 0.2, vf_coef 0.1, gamma 1, lambda
 0.95, whitened advantages; the adaptive KL controller is ``kl_adaptive``),
 Ouyang et al. (2022, InstructGPT; KL coefficient 0.02). grpo: Shao et al.
-(2024, DeepSeekMath, sec. 4: eps 0.2, beta 0.04, the k3 estimator in the loss,
-one update per sampled batch, eq. 3's per-sequence mean). drgrpo: Liu et al.
+(2024, DeepSeekMath, sec. 4: beta 0.04, the k3 estimator in the loss, eq. 3's
+per-sequence mean; the paper states no eps, 0.2 is PPO's default, Schulman et
+al. 2017). DeepSeekMath makes "a single update following each exploration
+stage"; the preset makes one epoch of ``num_minibatches`` steps (4 by default),
+so set ``num_minibatches: 1`` for the paper's one step. drgrpo: Liu et al.
 (2025, "Understanding R1-Zero-like training": no std division, a constant
 normaliser, no KL). dapo: Yu et al. (2025: eps 0.2/0.28, token-mean, no KL,
 dynamic sampling, a 4,096-token overlong buffer in 20,480; here a fifth of
@@ -33,7 +36,10 @@ max_response_len). gspo: Zheng et al. (2025: a sequence-level ratio, clip
 on the IS weight" and tuned the upper one without publishing it; 0.28 is
 Trinity-RFT's default for it). rloo: Ahmadian et al. (2024: REINFORCE of the
 whole sequence with a leave-one-out baseline, the KL in the reward; 0.05 is
-TRL's RLOOTrainer default, the paper does not fix one value). reinforce_pp and
+TRL's RLOOTrainer default, the paper does not fix one value). Its loss has no
+ratio, so with ``num_minibatches`` > 1 every step after the first trains on
+samples of an older policy without correction (3 of 4 by default): set
+``num_minibatches: 1`` for the on-policy REINFORCE the paper describes. reinforce_pp and
 reinforce_pp_baseline: Hu (2025, REINFORCE++; the coefficients are OpenRLHF's
 defaults, ``init_kl_coef`` 0.01; the baseline variant uses its k2 KL loss).
 """

@@ -17,7 +17,18 @@ import jax
 import jax.numpy as jnp
 
 from ppo_jax.errors import ConfigError
-from ppo_jax.lm import addition_task, copy_task, sort_task, tokens, verifier, vocabulary
+from ppo_jax.lm import (
+    addition_task,
+    chain_sum_task,
+    copy_task,
+    countdown_task,
+    countdown_verifier,
+    countdown_vocabulary,
+    sort_task,
+    tokens,
+    verifier,
+    vocabulary,
+)
 from ppo_jax.registry import Registry
 
 
@@ -167,6 +178,86 @@ class Sort(Arithmetic):
             )
 
 
+class ChainSum(Problem):
+    """The sum of ``chain_len`` numbers (``chain_sum_task``); the scratchpad holds 0..K-1 running partial sums."""
+
+    doc = "the sum of K n-digit numbers, digits reversed; verifiable (optional scratchpad of 0..K-1 partial sums)"
+    reference = 'Nye et al. 2021 ("Show your work": scratchpads)'
+    reads = ("digits", "chain_len", "scratchpad")
+
+    def vocab_size(self, cfg):
+        return vocabulary.VOCAB_SIZE
+
+    def prompt_len(self, cfg):
+        return chain_sum_task.prompt_len(cfg.chain_len, cfg.digits)
+
+    def min_response_len(self, cfg):
+        return chain_sum_task.min_response_len(cfg.chain_len, cfg.digits, cfg.scratchpad)
+
+    def default_response_len(self, cfg):
+        """With a scratchpad, 4x the demonstrations' mean length (room to write longer work than SFT shows)."""
+        return chain_sum_task.default_response_len(cfg.chain_len, cfg.digits, cfg.scratchpad)
+
+    def describe(self, cfg):
+        what = f"the sum of {cfg.chain_len} {cfg.digits}-digit numbers"
+        return what + " with a scratchpad of partial sums" if cfg.scratchpad else what
+
+    def sample_prompts(self, cfg, key, num):
+        return chain_sum_task.sample_prompts(key, num, cfg.chain_len, cfg.digits)
+
+    def demonstrate(self, cfg, key, prompt, length, noise):
+        return chain_sum_task.demonstrate(
+            key, prompt, cfg.chain_len, cfg.digits, length, scratchpad=cfg.scratchpad, noise=noise
+        )
+
+    def verify(self, cfg, prompt, response):
+        answer, well_formed = verifier.extract_answer(response, cfg.scratchpad)
+        target = chain_sum_task.answer_tokens(prompt, cfg.chain_len, cfg.digits, response.shape[-1])
+        correct = verifier.is_correct(answer, target)
+        return Verdict(correct, correct, well_formed)
+
+    def check(self, cfg):
+        chain_sum_task.check(cfg.chain_len, cfg.digits)
+
+
+class Countdown(Problem):
+    """Countdown (``countdown_task``): reach the target from N digits with + - * /, as N - 1 checked steps after a
+    free scratchpad (demonstrations: 0..K failed attempts); its own vocabulary (``countdown_vocabulary``)."""
+
+    doc = "reach a target from N digits with + - * /, each used once, as N - 1 checked steps after a free scratchpad"
+    reference = "Pan et al. 2025 (TinyZero); Gandhi et al. 2024 (Stream of Search)"
+    reads = ("countdown_numbers", "countdown_attempts")
+
+    def vocab_size(self, cfg):
+        return countdown_vocabulary.VOCAB_SIZE
+
+    def prompt_len(self, cfg):
+        return countdown_task.prompt_len(cfg.countdown_numbers)
+
+    def min_response_len(self, cfg):
+        return countdown_task.min_response_len(cfg.countdown_numbers, cfg.countdown_attempts)
+
+    def default_response_len(self, cfg):
+        """4x a bound on the demonstrations' mean length (room to search longer than SFT shows)."""
+        return countdown_task.default_response_len(cfg.countdown_numbers, cfg.countdown_attempts)
+
+    def describe(self, cfg):
+        return f"Countdown with {cfg.countdown_numbers} numbers (0..{cfg.countdown_attempts} failed attempts shown)"
+
+    def sample_prompts(self, cfg, key, num):
+        return countdown_task.sample_prompts(key, num, cfg.countdown_numbers)
+
+    def demonstrate(self, cfg, key, prompt, length, noise):
+        return countdown_task.demonstrate(key, prompt, cfg.countdown_numbers, cfg.countdown_attempts, length, noise)
+
+    def verify(self, cfg, prompt, response):
+        correct, well_formed = countdown_verifier.verify(prompt, response, cfg.countdown_numbers)
+        return Verdict(correct, correct, well_formed)
+
+    def check(self, cfg):
+        countdown_task.check(cfg.countdown_numbers, cfg.countdown_attempts)
+
+
 PROBLEMS: Registry[Problem] = Registry("problem", "problem")
 PROBLEMS.register(
     "addition",
@@ -188,6 +279,8 @@ PROBLEMS.register(
     ),
 )
 PROBLEMS.register("copy", Copy())
+PROBLEMS.register("chain_sum", ChainSum())
+PROBLEMS.register("countdown", Countdown())
 
 
 def problem_of(cfg) -> Problem:

@@ -11,7 +11,10 @@ from (``temperature``, ``top_k``, ``top_p``; ``sampling.token_log_prob``). The p
 clip_eps_high and an optional dual clip, CISPO, or REINFORCE), on a per-token or
 per-sequence ratio; ``cov_reg`` adds Cui et al.'s (2025) Clip-Cov (zero the
 loss of a few high-covariance tokens) or KL-Cov (penalise |log pi - log
-pi_old| on the tokens of largest covariance). With ``norm_adv`` the advantages
+pi_old| on the tokens of largest covariance). With ``top_entropy_quantile`` below 1
+the policy term is kept only on the minibatch's top share of response tokens by
+entropy (Wang et al. 2025), as TRL does: the KL and entropy terms and every
+aggregation's denominator still count all response tokens. With ``norm_adv`` the advantages
 are whitened over the minibatch's response tokens first (PPO-RLHF). Prompt
 positions, padding and the sequences that dynamic sampling dropped are out of
 ``batch.mask``, so they get exactly zero gradient (also when their values are
@@ -32,7 +35,7 @@ from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.loss_aggregation import aggregate
 from ppo_jax.lm.models import run
 from ppo_jax.lm.policy_objectives import POLICY_LOSSES, policy_loss
-from ppo_jax.lm.token_math import masked_explained_variance, masked_mean
+from ppo_jax.lm.token_math import high_entropy_tokens, masked_explained_variance, masked_mean
 from ppo_jax.losses import value_loss
 
 
@@ -97,11 +100,14 @@ def loss_from_outputs(
             already_clipped=((clip.low + clip.high) > 0) if POLICY_LOSSES[cfg.policy_loss].zeroes_clipped else None,
         )
         metrics["cov_picked"] = masked_mean(picked, mask)
+    entropy = sampling.entropy(logits, knobs)
+    trained = high_entropy_tokens(jax.lax.stop_gradient(entropy), mask, cfg.top_entropy_quantile)
+    per_token = jnp.where(trained, per_token, 0.0)  # the policy term only; the aggregation's denominator stays
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
-    entropy = sampling.entropy(logits, knobs)
     metrics.update(
         policy_loss=aggregate(per_token, mask, cfg.loss_agg),
+        entropy_token_share=masked_mean(trained, mask),
         entropy=aggregate(entropy, mask, cfg.loss_agg),
         approx_kl=masked_mean((ratio - 1.0) - log_ratio, mask),
         clip_fraction=masked_mean((jnp.abs(ratio - 1.0) > cfg.clip_eps_low).astype(jnp.float32), mask),

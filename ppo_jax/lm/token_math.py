@@ -16,6 +16,18 @@ def token_log_probs(logits: jax.Array, tokens: jax.Array) -> jax.Array:
     return jnp.take_along_axis(jax.nn.log_softmax(logits, -1), tokens[..., None].astype(jnp.int32), -1)[..., 0]
 
 
+def high_entropy_tokens(entropy: jax.Array, mask: jax.Array, share: jax.typing.ArrayLike) -> jax.Array:
+    """``bool [...]``: the tokens of ``mask`` whose ``entropy`` is at or above the ``1 - share`` quantile of theirs.
+
+    The top ``share`` of the response tokens by entropy, the "forking tokens" of Wang et
+    al. (2025, "Beyond the 80/20 rule", arXiv:2506.01939), with the quantile interpolated
+    linearly as ``torch.quantile`` in TRL's ``top_entropy_quantile``; ``share`` 1 keeps
+    every token of ``mask``. ``share`` may be traced.
+    """
+    threshold = jnp.nanquantile(jnp.where(mask, entropy, jnp.nan), 1.0 - share)
+    return mask & (entropy >= threshold)
+
+
 def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
     """Mean of ``x`` over the True entries of ``mask`` (same shape); masked entries get zero gradient."""
     return jnp.where(mask, x, 0.0).sum() / jnp.maximum(mask.sum(), 1)

@@ -41,7 +41,7 @@ from ppo_jax.lm.export import export_policies  # noqa: F401 - the engine's expor
 from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.metrics import eval_names, metric_names
 from ppo_jax.lm.models import Models, generate, init_params, make_models, run
-from ppo_jax.lm.pass_rates import sampled_pass_rates
+from ppo_jax.lm.pass_rates import evaluation_correct, pass_at_k, pass_at_k_curve
 from ppo_jax.lm.reward_model import REWARD_MODELS, train_reward_model
 from ppo_jax.lm.rewards import place_score
 from ppo_jax.lm.sft import sft
@@ -282,7 +282,11 @@ prepare_shared = pretrain
 
 
 def describe_shared(cfg: LmConfig, shared: Pretrained) -> dict[str, float]:
-    """SFT: steps taken, final NLL per response token and sampled pass@1; the reward model's Bradley-Terry loss."""
+    """SFT: steps taken, final NLL per response token and sampled pass@1; the reward model's Bradley-Terry loss.
+
+    With ``eval_samples``, also the SFT model's pass@k curve (``sft_pass_at_<k>``), drawn as the final
+    evaluation draws (its knobs, ``eval_prompts`` prompts) with key 0: the same prompts for every SFT model.
+    """
     out = {}
     if cfg.sft_steps:
         taken = int(shared.sft_steps_taken)
@@ -292,18 +296,27 @@ def describe_shared(cfg: LmConfig, shared: Pretrained) -> dict[str, float]:
         out["sft_sampled_pass_at_1"] = float(accuracy[-1])
     if REWARD_MODELS[cfg.reward_model].trained and cfg.rm_steps:
         out["reward_model_bt_loss"] = float(jnp.mean(shared.rm_loss[-50:]))
+    if cfg.eval_samples and eval_names(cfg) and cfg.eval_prompts:
+        curve = jax.jit(lambda params: _pass_at_k(cfg, params, jax.random.key(0)))(shared.sft)
+        out.update({f"sft_pass_at_{k}": float(value) for k, value in curve.items()})
     return out
 
 
+def _pass_at_k(cfg: LmConfig, actor: dict, key: jax.Array) -> dict[str, jax.Array]:
+    """The final evaluation's pass@k curve of ``actor``: ``{"<k>": pass@k}`` (``pass_rates.PASS_AT_K`` up to its
+    samples per prompt) and ``{"group": pass@group_size}``."""
+    samples = cfg.eval_samples or cfg.group_size
+    correct = evaluation_correct(cfg, make_models(cfg).policy, actor, key, cfg.eval_prompts, samples, cfg.eval_sampling)
+    return {**{str(k): v for k, v in pass_at_k_curve(correct).items()}, "group": pass_at_k(correct, cfg.group_size)}
+
+
 def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array) -> dict:
-    """pass@1 and pass@group_size of the final policy on ``eval_prompts`` fresh prompts (the task's eval_names)."""
+    """pass@1, pass@group_size and pass@k (``PASS_AT_K``; NaN above the samples per prompt: ``eval_samples``, or
+    group_size) of the final policy on ``eval_prompts`` fresh prompts (the task's eval_names)."""
     if not eval_names(cfg):
         return {}
-    models = make_models(cfg)
-    pass_at_1, pass_at_group = sampled_pass_rates(
-        cfg, models.policy, output.params["actor"], key, cfg.eval_prompts, cfg.group_size, cfg.eval_sampling
-    )
-    return {"eval_pass_at_1": pass_at_1, "eval_pass_at_group": pass_at_group}
+    curve = _pass_at_k(cfg, output.params["actor"], key)
+    return {name: curve.get(name.removeprefix("eval_pass_at_"), jnp.float32(jnp.nan)) for name in eval_names(cfg)}
 
 
 def params_tree(output: LmOutput, shared: Pretrained) -> dict:

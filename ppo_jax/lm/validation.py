@@ -55,6 +55,13 @@ def validate(cfg: LmConfig) -> LmConfig:
             f"max_response_len={cfg.max_response_len} cannot hold the longest intended response of "
             f"{problems.describe(cfg)} ({needed} tokens, EOS included): use at least {needed}, or 0 for the default."
         )
+    if cfg.eval_samples and cfg.eval_samples < cfg.group_size:
+        raise ConfigError(
+            f"eval_samples={cfg.eval_samples} is below group_size={cfg.group_size}, so pass@group_size cannot be "
+            f"estimated: use 0 (group_size samples) or at least {cfg.group_size}."
+        )
+    if cfg.eval_samples < 0:
+        raise ConfigError(f"eval_samples must be >= 0 (0: group_size samples per prompt), got {cfg.eval_samples}.")
     if cfg.scratchpad_filler < 0:
         raise ConfigError(
             f"scratchpad_filler must be >= 0 (random digits opening a scratchpad), got {cfg.scratchpad_filler}."
@@ -93,6 +100,10 @@ def validate(cfg: LmConfig) -> LmConfig:
     hint = " Rollouts need a stochastic policy; evaluate greedily with eval_temperature: 0."
     check_range("temperature", cfg.temperature, low=0, low_open=True, hint=hint)
     check_range("eval_temperature", cfg.eval_temperature, low=0, hint=" 0 is greedy.")
+    check_range(
+        "top_entropy_quantile", cfg.top_entropy_quantile, low=0, low_open=True, high=1,
+        hint=" Wang et al. (2025) train on the top 0.2; 1 trains on every token.",
+    )  # fmt: skip
     for name in ("top_p", "eval_top_p"):
         check_range(name, getattr(cfg, name), low=0, low_open=True, high=1, hint=" 1 turns nucleus sampling off.")
     for name in ("top_k", "eval_top_k"):

@@ -100,9 +100,11 @@ def _final_metrics(ctx: Context) -> Files:
 
 
 def _scored_evals(ctx: Context) -> list[str]:
-    """The task's evaluation scores the runs record, evaluation returns aside (lm: pass@1, pass@G)."""
+    """The task's evaluation scores the runs record, evaluation returns aside (lm: pass@1, pass@G, the pass@k that
+    were drawn: a column all NaN is left out)."""
     finals = ctx.found["finals"]
-    return [c for c in ctx.runs.task.eval_names if c in finals and not c.startswith("eval_return_")]
+    names = ctx.runs.task.eval_names
+    return [c for c in names if c in finals and not c.startswith("eval_return_") and finals[c].notna().any()]
 
 
 def _evaluation_scores(ctx: Context) -> Files:

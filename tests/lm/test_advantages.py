@@ -1,4 +1,4 @@
-"""Critic-free advantages (GRPO, Dr. GRPO, RLOO, REINFORCE++, REINFORCE++-baseline) against NumPy loops on a hand batch."""
+"""Critic-free advantages (GRPO, Dr. GRPO, RLOO, pass@k, REINFORCE++, REINFORCE++-baseline) against NumPy loops on a hand batch."""
 
 from types import SimpleNamespace
 
@@ -49,6 +49,10 @@ def numpy_advantages(estimator):
             value = (returns[i] - np.mean(group)) / (np.std(group, ddof=1) + EPS)
         elif estimator == "rloo":
             value = returns[i] - np.mean(others)
+        elif estimator == "grpo_passk":  # only the best (the first among ties) moves, by its lead over the second
+            best = int(np.argmax(group))
+            lead = sorted(group)[-1] - sorted(group)[-2]
+            value = lead / (np.std(group, ddof=1) + EPS) if i % G == best else 0.0
         elif estimator == "reinforce_pp":  # return-to-go, whitened below
             expected[i, :n] = [np.sum(TOKEN_REWARDS[i, t:n], dtype=np.float64) for t in range(n)]
             continue
@@ -67,8 +71,20 @@ def test_advantages_match_a_numpy_loop(estimator):
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, numpy_advantages(estimator), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(got[~MASK], 0.0)
-    if estimator in ("grpo", "drgrpo", "rloo"):
+    if estimator in ("grpo", "drgrpo", "rloo", "grpo_passk"):
         np.testing.assert_array_equal(got[3:], 0.0)  # the zero-variance group
+
+
+def test_passk_advantage_moves_only_a_group_best_that_leads():
+    # groups of 4 with one reward on the last token: [1, 0, 0, 0] (one right: it leads by 1), [1, 1, 0, 0] (a tie
+    # at the top: nothing moves), [0, 0.5, 1, 0.5]
+    returns = np.array([1, 0, 0, 0, 1, 1, 0, 0, 0, 0.5, 1, 0.5], np.float32)
+    rewards, mask = np.stack([np.zeros_like(returns), returns], -1), np.ones((12, 2), bool)
+    got = np.asarray(advantages_jit("grpo_passk", rewards, mask, group_size=4, eps=EPS))
+    expected = np.zeros(12)
+    expected[0] = 1 / (np.std([1, 0, 0, 0], ddof=1) + EPS)
+    expected[10] = 0.5 / (np.std([0, 0.5, 1, 0.5], ddof=1) + EPS)
+    np.testing.assert_allclose(got, np.repeat(expected[:, None], 2, 1), rtol=1e-6)
 
 
 def test_equal_returns_give_exactly_zero_even_when_their_float_mean_is_off():

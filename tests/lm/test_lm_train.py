@@ -74,6 +74,7 @@ def test_ppo_jax_lm_sft_then_grpo_raises_sampled_pass_at_1(tmp_path):
         (dict(eval_top_k=-1.0), "eval_top_k must be a whole number >= 0"),
         (dict(top_p=0.0), "top_p must be > 0"),
         (dict(eval_temperature=-1.0), "eval_temperature must be >= 0"),
+        (dict(top_entropy_quantile=0.0), "top_entropy_quantile must be > 0"),
     ],
 )
 def test_bad_input_is_refused_before_compiling(change, message):

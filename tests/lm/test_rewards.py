@@ -229,6 +229,9 @@ def test_inert_fields_of_rlhf():
     # entropy-control switches, the final evaluation (the rlhf task has none).
     unused = {
         "digits",
+        "chain_len",
+        "countdown_numbers",
+        "countdown_attempts",
         "scratchpad",
         "scratchpad_filler",
         "model_dim",
@@ -246,6 +249,7 @@ def test_inert_fields_of_rlhf():
         "overlong_coef",
         "format_reward",
         "eval_prompts",
+        "eval_samples",
         "eval_temperature",
         "eval_top_k",
         "eval_top_p",

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy import special
 
-from ppo_jax.lm import problems
+from ppo_jax.lm import pass_rates, problems
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.models import run
 from ppo_jax.lm.token_loss import loss_from_outputs
-from ppo_jax.lm.train import LmOutput, evaluate, make_models, pretrain, rollout
+from ppo_jax.lm.train import LmOutput, describe_shared, evaluate, make_models, pretrain, rollout
 from tests.lm.test_sampling import kept_with_token, reference_log_probs
 
 FAST = {"xla_backend_optimization_level": 0}
@@ -83,3 +83,18 @@ def test_evaluation_draws_with_the_eval_knobs(pre):
     assert greedy["eval_pass_at_1"] == greedy["eval_pass_at_group"]
     sampled = evaluate_fast(CFG, output, jax.random.key(2))
     assert sampled["eval_pass_at_1"] < sampled["eval_pass_at_group"]
+
+
+def test_the_evaluation_pass_at_k_curve_up_to_eval_samples(pre, monkeypatch):
+    """16 samples per prompt: pass@k for k = 1, 2, 4, 8, 16 (pass@group = pass@4), NaN above; drawn in chunks."""
+    monkeypatch.setattr(pass_rates, "MAX_ROWS", 64)  # 32 prompts x 16 samples: 8 chunks of 4 prompts
+    cfg = dataclasses.replace(CFG, eval_samples=16)
+    got = jax.jit(evaluate, static_argnums=0, compiler_options=FAST)(
+        cfg, LmOutput({"actor": pre.sft}, {}), jax.random.key(3)
+    )
+    curve = [float(got[f"eval_pass_at_{k}"]) for k in (1, 2, 4, 8, 16)]
+    assert all(a < b for a, b in zip(curve, curve[1:], strict=False))  # strictly rising: a mid-accuracy SFT model
+    assert float(got["eval_pass_at_group"]) == curve[2]
+    assert all(np.isnan(float(got[f"eval_pass_at_{k}"])) for k in (32, 64, 128, 256))
+    described = describe_shared(cfg, pre)
+    assert [described[f"sft_pass_at_{k}"] for k in (1, 2, 4, 8, 16)] == pytest.approx(curve, abs=0.15)
