@@ -11,6 +11,11 @@ Definitions used everywhere in ppo_jax (CLI output, run directories, sweep table
 * **CI over seeds** = 95% percentile-bootstrap confidence interval of the mean of
   the per-seed values (``bootstrap_ci``; scipy.stats.bootstrap, 10,000
   resamples, fixed resampling seed so the interval is reproducible).
+* **CI over SFT models x seeds** (runs of several pretraining seeds, ``pretrain:
+  {seeds: [...]}``) = 95% percentile interval of a two-level bootstrap of the mean
+  (``hierarchical_ci``): pretrained models resampled with replacement, then the RL
+  seeds within each drawn model, so that it counts the variance between pretrained
+  models as well as between RL seeds.
 * **non_finite** (``NON_FINITE``), a per-update metric of every task
   (``ppo_jax.scan_updates``): 1.0 when after that update the loss or any
   floating-point leaf of the training state is NaN or infinite, else 0.0 (in a
@@ -131,6 +136,57 @@ def seed_ci(values, confidence: float = 0.95, n_resamples: int = 10_000, seed: i
     )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
     return SeedCI(mean, low, high, int(array.size), dropped)
+
+
+def hierarchical_bootstrap(
+    values, groups, statistic=None, n_resamples: int = 10_000, seed: int = 0, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Percentile interval of ``statistic`` over runs nested in groups (pretrained models): a two-level bootstrap.
+
+    Each replicate draws G groups with replacement from the G distinct labels of ``groups``, then within each
+    drawn group of n_g runs n_g of its runs with replacement; the statistic of every value drawn is one replicate
+    (resampling at both stages: Davison & Hinkley 1997, "Bootstrap Methods and their Application", section 3.8).
+    Draws, in this order, from ``np.random.default_rng(seed)``: the groups ``integers(0, G, (reps, G))`` (labels in
+    sorted order), then ``random((reps, G, n_max))``, run ``floor(u * n_g)`` of the drawn group for ``j < n_g``.
+
+    Args:
+      values: float ``[n]`` (finite: drop the others first, as ``hierarchical_ci`` does).
+      groups: ``[n]`` group labels (pretraining seeds).
+      statistic: ``float[reps, m] -> [reps]`` over each replicate's row of drawn values, NaN-padded to ``m =
+        G * n_max`` where groups differ in size; default the mean (``np.nanmean`` along the row).
+
+    Returns:
+      ``(low, high)``: the ``(1 - confidence) / 2`` and ``(1 + confidence) / 2`` quantiles of the replicates.
+    """
+    values = np.asarray(values, dtype=np.float64).ravel()
+    labels, inverse = np.unique(np.asarray(groups).ravel(), return_inverse=True)
+    counts = np.bincount(inverse, minlength=len(labels))
+    order = np.argsort(inverse, kind="stable")  # runs group by group, in their order
+    position = np.empty(values.size, np.int64)  # each run's place in its group
+    position[order] = np.arange(values.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    padded = np.full((len(labels), counts.max()), np.nan)  # [G, n_max]
+    padded[inverse, position] = values
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, len(labels), (n_resamples, len(labels)))
+    size = counts[drawn][..., None]  # [reps, G, 1]
+    runs = np.floor(rng.random((n_resamples, len(labels), counts.max())) * size).astype(np.int64)
+    valid = np.arange(counts.max()) < size
+    rows = np.where(valid, padded[drawn[..., None], np.where(valid, runs, 0)], np.nan).reshape(n_resamples, -1)
+    replicates = np.nanmean(rows, axis=1) if statistic is None else statistic(rows)
+    low, high = np.quantile(replicates, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return float(low), float(high)
+
+
+def hierarchical_ci(values, groups, confidence: float = 0.95, n_resamples: int = 10_000, seed: int = 0) -> SeedCI:
+    """``seed_ci`` for runs nested in pretrained models (``groups``: a label per value): the mean over runs and
+    its ``hierarchical_bootstrap`` interval. Non-finite values are left out first and counted in ``dropped``."""
+    array, labels = np.asarray(values, dtype=np.float64).ravel(), np.asarray(groups).ravel()
+    finite = np.isfinite(array)
+    dropped, array, labels = int(array.size - finite.sum()), array[finite], labels[finite]
+    if array.size < 2 or np.all(array == array[0]):  # no interval, or a zero-width one: as seed_ci
+        return seed_ci(array, confidence, n_resamples, seed)._replace(dropped=dropped)
+    low, high = hierarchical_bootstrap(array, labels, None, n_resamples, seed, confidence)
+    return SeedCI(float(array.mean()), low, high, int(array.size), dropped)
 
 
 def first_divergence(non_finite) -> np.ndarray:

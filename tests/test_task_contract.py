@@ -31,6 +31,7 @@ from ppo_jax.storage.checkpoints import Checkpoints
 from ppo_jax.sweep import sweep_dir
 from ppo_jax.sweep.program import Shared, prepare_shared_once
 from ppo_jax.task_registry import TASKS
+from tests.helpers import interrupt_after_first_chunk
 
 TINY = {  # PPO on a continuous task with observation normalization and reward scaling: every state under vmap
     "ppo": {
@@ -79,7 +80,7 @@ SEEDS = (3, 4)
 def other_value(task, cfg, name):
     """A value of traced field ``name`` that ``cfg`` accepts and that differs from its own."""
     value = float(getattr(cfg, name))
-    for candidate in (value * 0.5, value * 1.5, value + 0.1, 0.5):
+    for candidate in (value * 0.5, value * 1.5, value + 0.1, 0.5, value + 1.0):  # + 1: a whole number (top_k)
         if candidate != value:
             try:
                 task.validate(cfg.replace(**{name: np.float32(candidate)}))
@@ -208,15 +209,8 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
     if task.shared_fields:
         spec["pretrain"] = {"seed": 0}
     out, cache = tmp_path / "sweep", tmp_path / "xla"
-    write_chunk, written = sweep_dir.write_chunk, []
-
-    def interrupt_after_first(*args, **kwargs):
-        if written:
-            raise KeyboardInterrupt  # as Ctrl-C / SIGTERM between chunks
-        written.append(write_chunk(*args, **kwargs))
-        return written[-1]
-
-    monkeypatch.setattr(sweep_dir, "write_chunk", interrupt_after_first)
+    write_chunk = sweep_dir.write_chunk
+    interrupt_after_first_chunk(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         sweep.run(spec, out, chunk_size=2, cache_dir=cache, progress=False)
     assert len(sweep_dir.done_chunks(out)) == 1 and not (out / sweep_dir.TABLE_FILE).exists()
@@ -230,7 +224,7 @@ def test_an_interrupted_sweep_resumes_to_the_separate_runs(case, tmp_path, monke
             np.testing.assert_allclose(rows[column].to_numpy(), metrics[metric], rtol=2e-4, atol=2e-5, err_msg=metric)
         for metric, value in evaluation.items():  # on the run's last row only
             assert rows[metric].iloc[:-1].isna().all()
-            assert rows[metric].iloc[-1] == pytest.approx(float(value), rel=1e-4, abs=1e-5), metric
+            assert rows[metric].iloc[-1] == pytest.approx(float(value), rel=1e-4, abs=1e-5, nan_ok=True), metric
     summary = pd.read_csv(out / sweep_dir.SUMMARY_FILE)
     assert len(summary) == len(values) and (summary.seeds == len(SEEDS)).all()
     # A run's final value: the mean over its last final_fraction of updates, rounded up (ppo_jax/final_values.py).

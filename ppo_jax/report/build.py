@@ -190,7 +190,14 @@ def make_report(
                 "baseline": result.get("baseline"),
                 "normalize": normalize,
                 "confidence": 0.95,
-                "bootstrap": "rliable stratified percentile bootstrap",
+                "bootstrap": "rliable stratified percentile bootstrap"
+                + (
+                    f"; per env x setting, 95% CI, hierarchical bootstrap over {runs.curves['pretrain_seed'].nunique()} "
+                    f"SFT models x {runs.curves['seed'].nunique()} RL seeds (SFT models resampled with replacement, "
+                    "then the RL seeds within each drawn model)"
+                    if runs.nested
+                    else ""
+                ),
                 "min_seeds_for_ci": min_seeds,
             },
             "score": {"metric": runs.task.score, "label": runs.task.score_label},
@@ -205,7 +212,13 @@ def make_report(
                     NON_FINITE in runs.curves.columns and _recorded(runs, i) for i in range(len(runs.provenance))
                 ],
                 "runs": [
-                    {"env": r.env, "setting": r.setting, "seed": int(r.seed), "update": int(r.diverged_at)}
+                    {
+                        "env": r.env,
+                        "setting": r.setting,
+                        **({"pretrain_seed": int(r.pretrain_seed)} if runs.nested else {}),
+                        "seed": int(r.seed),
+                        "update": int(r.diverged_at),
+                    }
                     for r in result["finals"][result["finals"]["diverged"]].itertuples()
                 ],
             },

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ppo_jax.report import figures, intervals, tables
 from ppo_jax.report.sections import Context, Files, Section
-from ppo_jax.report.sources import Runs, each_run
+from ppo_jax.report.sources import Runs, each_run, per_run_table
 
 ENTROPY = "sample_entropy"
 PARAMETERS = (("a", "a"), ("b", "b"), ("ceiling", "b - a (R at H = 0)"))
@@ -60,10 +60,7 @@ def fit_runs(runs: Runs) -> pd.DataFrame:
         )
         rows.append(
             {
-                "env": run.env,
-                "setting": run.setting,
-                "seed": run.seed,
-                "diverged": run.diverged,
+                **run.identity,
                 "a": a,
                 "b": b,
                 "ceiling": b - a,
@@ -139,7 +136,7 @@ def plot(runs: Runs, table: pd.DataFrame, out: Path, name: str) -> list[str]:
 def _section(ctx: Context) -> Files:
     """entropy_fit_runs.csv (per run), entropy_fit.{csv,md} (per env x setting) and figure."""
     per_run = fit_runs(ctx.runs)
-    per_run.to_csv(ctx.out / "entropy_fit_runs.csv", index=False)
+    per_run_table(per_run, ctx.runs).to_csv(ctx.out / "entropy_fit_runs.csv", index=False)
     table = summary(per_run, ctx.reps, ctx.seed, ctx.min_seeds)
     table.to_csv(ctx.out / "entropy_fit.csv", index=False)
     (ctx.out / "entropy_fit.md").write_text(markdown(table))

@@ -5,7 +5,8 @@ Per setting: the final KL(pi || pi_ref) per response (``kl_ref``) and two scores
 programmatic score (``true_score``); for the lm task the reward the advantages
 used (``reward``) and sampled pass@1 (``accuracy``); each the mean over seeds of the runs' final values (mean over
 the report's last percent of updates) with a 95% percentile-bootstrap CI over
-seeds (``ppo_jax.final_values.seed_ci``; with fewer seeds than the report's
+seeds (``ppo_jax.final_values.seed_ci``; over pretrained models x seeds, ``hierarchical_ci``, where the runs
+start from several; with fewer seeds than the report's
 ``min_seeds``, no CI and the per-seed values, ``intervals.NO_CI_RULE``); a diverged run has no final values
 and is counted in ``diverged`` (the means are over the others). The figure puts KL on x and the
 two scores on y, one series per value of a second swept field (the clip range
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ppo_jax.final_values import final_value, seed_ci
+from ppo_jax.final_values import final_value, hierarchical_ci, seed_ci
 from ppo_jax.report import figures, intervals, tables
 from ppo_jax.report.sections import Context, Files, Section
 from ppo_jax.report.sources import Runs, each_run
@@ -64,7 +65,9 @@ def frontier_table(runs: Runs, last_percent: float, min_seeds: int = intervals.M
         row = {"env": env, "setting": setting, **runs.settings[setting], "seeds": len(seed_runs)}
         row["diverged"] = sum(r.diverged for r in seed_runs)
         for m, values in per_seed.items():
-            row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = seed_ci(values)[:3]
+            models = [r.pretrain_seed for r in seed_runs]
+            ci = hierarchical_ci(values, models) if len(set(models)) > 1 else seed_ci(values)
+            row[m], row[f"{m}_ci95_low"], row[f"{m}_ci95_high"] = ci[:3]
             finite = np.asarray(values)[np.isfinite(values)]
             row[f"{m}_per_seed"] = intervals.per_seed_text(finite) if len(finite) < min_seeds else ""
             if len(finite) < min_seeds:

@@ -10,6 +10,11 @@ Score matrices follow rliable's layout: ``float[num_runs, num_envs(, num_points)
 With fewer than ``min_seeds`` runs per cell (``MIN_SEEDS``, 5, unless the report is told otherwise) no interval is
 computed (``with_ci=False`` / NaN bounds): a bootstrap resample of n < 5 values can only recombine those n values,
 so its "95% CI" is little more than their range; the tables print the per-seed values instead (``per_seed``).
+
+Where a cell's runs start from more than one pretrained model (``pretrain_seed``, ``pretrain: {seeds: [...]}``),
+its CI is a hierarchical bootstrap instead (``ppo_jax.final_values.hierarchical_bootstrap``: pretrained models
+resampled with replacement, then the RL seeds within each drawn model; the IQM of each replicate's runs, same
+``reps`` and ``seed``), so that it counts the variance between pretrained models; ``nested_label`` says so.
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ import pandas as pd
 from rliable import library as rly
 from rliable import metrics
 
-from ppo_jax.report.sources import ReportError
+from ppo_jax.final_values import hierarchical_bootstrap
+from ppo_jax.report.sources import PRETRAIN_SEED, ReportError
 
 AGGREGATES = ("Median", "IQM", "Mean", "Optimality gap")
 MIN_SEEDS = 5
@@ -62,6 +68,28 @@ def trimmed_mean(values: np.ndarray) -> np.ndarray:
     n = values.shape[0]
     cut = int(0.25 * n)
     return np.sort(values, axis=0)[cut : n - cut].mean(axis=0)
+
+
+def iqm_rows(rows: np.ndarray) -> np.ndarray:
+    """``trimmed_mean`` of each row of ``rows[reps, m]`` over its finite entries (NaN pads rows of fewer runs):
+    ``[reps]``, for ``hierarchical_bootstrap``."""
+    ordered = np.sort(rows, axis=1)  # NaN last
+    count = np.isfinite(rows).sum(axis=1)
+    cut = (0.25 * count).astype(np.int64)
+    sums = np.concatenate([np.zeros((len(rows), 1)), np.cumsum(np.nan_to_num(ordered), axis=1)], axis=1)
+    take = lambda index: np.take_along_axis(sums, index[:, None], axis=1)[:, 0]  # noqa: E731
+    return (take(count - cut) - take(cut)) / (count - 2 * cut)
+
+
+def nested_label(finals: pd.DataFrame) -> str:
+    """ ", hierarchical bootstrap over N SFT models x M RL seeds" where ``finals``' runs start from several
+    pretrained models, else ""."""
+    if PRETRAIN_SEED not in finals or finals[PRETRAIN_SEED].nunique() < 2:
+        return ""
+    return (
+        f", hierarchical bootstrap over {finals[PRETRAIN_SEED].nunique()} SFT models x "
+        f"{finals['seed'].nunique()} RL seeds"
+    )
 
 
 def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> float:
@@ -137,6 +165,10 @@ def per_env(finals: pd.DataFrame, column: str, reps: int, seed: int, min_seeds: 
         }
         if len(finite) == len(values) and 0 < len(values) < min_seeds:
             row.update(mean=float(values.mean()), iqm=float(trimmed_mean(values)), per_seed=per_seed_text(values))
+        elif len(finite) == len(values) and PRETRAIN_SEED in group and group[PRETRAIN_SEED].nunique() > 1:
+            models = group[PRETRAIN_SEED].to_numpy()[~(diverged & np.isnan(group[column].to_numpy(float)))]
+            low, high = hierarchical_bootstrap(values, models, iqm_rows, reps, seed)
+            row.update(mean=float(values.mean()), iqm=float(trimmed_mean(values)), low=low, high=high)
         elif len(finite) == len(values) and len(values) > 0:
             point, interval = _interval_estimates(
                 {"x": values[:, None]}, lambda s: trimmed_mean(s.reshape(-1))[None], reps, seed

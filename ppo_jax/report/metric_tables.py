@@ -15,7 +15,7 @@ import pandas as pd
 from ppo_jax.final_values import final_value
 from ppo_jax.report import intervals, tables
 from ppo_jax.report.sections import Context, Files, Section
-from ppo_jax.report.sources import Runs, each_run
+from ppo_jax.report.sources import Runs, each_run, per_run_table
 
 DIAGNOSTICS = ("clip_fraction", "clip_low", "clip_high", "approx_kl")
 """Metrics of the update itself, tabled beside the reported ones where the runs record them: how often the clip
@@ -37,7 +37,7 @@ def final_metrics(runs: Runs, last_percent: float) -> tuple[pd.DataFrame, list[s
             m: np.nan if run.diverged else float(final_value(run.curves[m].to_numpy(), last_percent / 100))
             for m in names
         }
-        rows.append({"env": run.env, "setting": run.setting, "seed": run.seed, "diverged": run.diverged, **values})
+        rows.append({**run.identity, **values})
     return pd.DataFrame(rows), names
 
 
@@ -92,7 +92,7 @@ def _evaluation(ctx: Context) -> Files:
 def _final_metrics(ctx: Context) -> Files:
     """final_metrics_runs.csv (per run), final_metrics.{csv,md} (IQM [95% CI] per env x setting)."""
     per_run, names = final_metrics(ctx.runs, ctx.last_percent)
-    per_run.to_csv(ctx.out / "final_metrics_runs.csv", index=False)
+    per_run_table(per_run, ctx.runs).to_csv(ctx.out / "final_metrics_runs.csv", index=False)
     table = summarise(per_run, names, ctx.reps, ctx.seed, ctx.min_seeds)
     table.to_csv(ctx.out / "final_metrics.csv", index=False)
     (ctx.out / "final_metrics.md").write_text(markdown(table, names))

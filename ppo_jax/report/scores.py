@@ -149,6 +149,7 @@ def final_returns(runs: Runs, last_percent: float) -> pd.DataFrame:
             {
                 "env": run.env,
                 "setting": run.setting,
+                "pretrain_seed": run.pretrain_seed,
                 "seed": run.seed,
                 "final_return": math.nan if run.diverged else float(final_value(values, last_percent / 100)),
                 "diverged": run.diverged,

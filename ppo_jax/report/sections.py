@@ -30,7 +30,7 @@ import pandas as pd
 
 from ppo_jax.errors import ReportError
 from ppo_jax.report import figures, intervals, scores, tables
-from ppo_jax.report.sources import Runs
+from ppo_jax.report.sources import PRETRAIN_SEED, Runs, per_run_table
 
 MAX_CURVE_POINTS = 150
 TAUS = np.linspace(0.0, 1.25, 51)
@@ -96,24 +96,25 @@ def _final_returns(ctx: Context) -> Files:
     """final_returns.csv: each run's final return, its evaluation (if any) and its normalized score."""
     finals = scores.final_returns(ctx.runs, ctx.last_percent)
     if len(ctx.runs.evals):
-        finals = finals.merge(ctx.runs.evals.drop(columns=["source"]), on=["env", "setting", "seed"], how="left")
+        evals = ctx.runs.evals.drop(columns=["source"])
+        finals = finals.merge(evals, on=["env", "setting", PRETRAIN_SEED, "seed"], how="left")
     norms = scores.normalizers(finals, ctx.references, ctx.normalize)
     finals["score"] = scores.normalize(finals, norms, ctx.references)
-    finals.to_csv(ctx.out / "final_returns.csv", index=False)
+    per_run_table(finals, ctx.runs).to_csv(ctx.out / "final_returns.csv", index=False)
     ctx.found.update(normalizers=norms, finals=finals)
     return Files(data=["final_returns.csv"])
 
 
 def _per_seed_curves(runs: Runs) -> pd.DataFrame:
     """Every run's curves of the score and the CURVES metrics it records, at most MAX_CURVE_POINTS evenly spaced
-    logged updates per run (the last included): env, setting, seed, update, env_steps, metrics."""
+    logged updates per run (the last included): env, setting, [pretrain_seed,] seed, update, env_steps, metrics."""
     names = [runs.task.score, *(m for m, _ in CURVES if m in runs.curves and m != runs.task.score)]
     parts = []
-    for _, run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
+    for _, run in runs.curves.groupby(["env", "setting", PRETRAIN_SEED, "seed"], sort=False):
         run = run.sort_values("update")
         keep = np.unique(np.linspace(0, len(run) - 1, min(MAX_CURVE_POINTS, len(run))).round().astype(int))
-        parts.append(run.iloc[keep][["env", "setting", "seed", "update", "env_steps", *names]])
-    return pd.concat(parts, ignore_index=True)
+        parts.append(run.iloc[keep][["env", "setting", PRETRAIN_SEED, "seed", "update", "env_steps", *names]])
+    return per_run_table(pd.concat(parts, ignore_index=True), runs)
 
 
 def _run_curves(ctx: Context) -> Files:
@@ -130,7 +131,7 @@ def _per_env(ctx: Context) -> Files:
     per_env.to_csv(ctx.out / "per_env.csv", index=False)
     caption = (
         f"Final {ctx.runs.task.score_label} (mean over the last {ctx.last_percent:g}% of updates): IQM over seeds "
-        f"[95% CI]{'; ' + intervals.NO_CI_RULE.format(n=ctx.min_seeds) if raw['few_seeds'].any() else ''}."
+        f"[95% CI{intervals.nested_label(finals)}]{'; ' + intervals.NO_CI_RULE.format(n=ctx.min_seeds) if raw['few_seeds'].any() else ''}."
     )
     (ctx.out / "final_return.md").write_text(tables.markdown(raw, ctx.settings, ctx.envs))
     (ctx.out / "final_return.tex").write_text(tables.latex(raw, ctx.settings, ctx.envs, caption))
@@ -186,7 +187,7 @@ def _curves(runs: Runs, metric: str, reps: int, seed: int, min_seeds: int) -> di
     cell has fewer than ``min_seeds`` seeds (no CI; the figure draws every seed) else None)}."""
     out = {}
     for (env, setting), rows in runs.curves.groupby(["env", "setting"], sort=False):
-        table = rows.pivot_table(index="seed", columns="env_steps", values=metric, dropna=False)
+        table = rows.pivot_table(index=[PRETRAIN_SEED, "seed"], columns="env_steps", values=metric, dropna=False)
         steps = table.columns.to_numpy()
         keep = np.unique(np.linspace(0, len(steps) - 1, min(MAX_CURVE_POINTS, len(steps))).round().astype(int))
         values = table.to_numpy(float)[:, keep]

@@ -10,7 +10,11 @@ A *setting* is a configuration minus the environment and the seed. The fields
 that tell settings apart are those whose value differs between two runs **on
 the same environment** (so per-environment fields, such as a sweep's
 ``env_base:``, do not split settings); a setting's label is ``"f=v, g=w"`` over
-those fields (``"default"`` when there is one setting). Every source must be
+those fields (``"default"`` when there is one setting). A run is (env, setting,
+``pretrain_seed``, seed): ``pretrain_seed`` is the seed of the pretrained model it
+started from (a sweep table's column; a table without it, and a run directory: the
+pretraining seed in spec.json or metadata.json, else 0, as for tasks that pretrain
+nothing). Every source must be
 of one task (config.json's / spec.json's ``task``; none: PPO): a report never
 mixes the scores of different tasks. Every problem with a file raises
 ``ReportError`` naming the file.
@@ -31,6 +35,7 @@ from ppo_jax.errors import ConfigError, ReportError
 from ppo_jax.final_values import divergence_flags, first_divergence
 from ppo_jax.storage.run_dir import CONFIG_FILE, EVALUATION_FILE, METADATA_FILE, METRICS_FILE, PARAMS_FILE
 from ppo_jax.sweep.spec_values import PRESET_AXIS
+from ppo_jax.sweep.table import PRETRAIN_SEED
 from ppo_jax.task_contract import Task
 from ppo_jax.task_registry import DEFAULT_TASK, TASKS, get_task
 
@@ -46,6 +51,17 @@ class Runs:
     provenance: list[dict]  # per source: path, kind, name, metadata (versions, commit, command, hardware)
     task: Task
     configs: dict[str, dict]  # label -> every config field of the setting's first run
+
+    @property
+    def nested(self) -> bool:
+        """Whether the runs start from more than one pretrained model: per-run tables gain ``pretrain_seed`` and
+        intervals are hierarchical (``ppo_jax.final_values.hierarchical_bootstrap``)."""
+        return self.curves[PRETRAIN_SEED].nunique() > 1
+
+
+def per_run_table(table: pd.DataFrame, runs: Runs) -> pd.DataFrame:
+    """A per-run table as written: without ``pretrain_seed`` unless the runs start from several pretrained models."""
+    return table if runs.nested else table.drop(columns=[PRETRAIN_SEED], errors="ignore")
 
 
 def _read_json(path: Path):
@@ -138,6 +154,8 @@ def _load_run_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
             if policy in means:
                 table[f"eval_return_{policy}"] = np.where(last, table["seed"].map(means[policy]), np.nan)
     configs = {int(seed): config for seed in table["seed"].unique()}
+    pretrain_seed = metadata.get(PRETRAIN_SEED, 0) if task.shared_fields else 0  # ppo_jax.runs records it
+    table.insert(table.columns.get_loc("seed"), PRETRAIN_SEED, int(pretrain_seed or 0))
     return task, table, configs, metadata
 
 
@@ -168,6 +186,11 @@ def _load_sweep_dir(path: Path) -> tuple[Task, pd.DataFrame, dict, dict]:
             f"`ppo-jax sweep {path / 'spec.yaml'} --out {path} --resume`."
         )
     table = _read_table(path / "metrics.parquet", task, required=("env", "setting_id"))
+    if PRETRAIN_SEED not in table:  # no shared pretraining, or written before the column existed: the spec's seed
+        pretrain = spec.get("pretrain") if isinstance(spec, dict) else None
+        seed = pretrain.get("seed", 0) if isinstance(pretrain, dict) else 0
+        table.insert(table.columns.get_loc("seed"), PRETRAIN_SEED, int(seed) if isinstance(seed, int) else 0)
+    table = _numeric(table, path / "metrics.parquet", [PRETRAIN_SEED], [])
     try:
         base, env_base = record["spec"]["base"], record["spec"].get("env_base", {})
         configs = {}
@@ -320,7 +343,7 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
         full.setdefault(label, config)
         labels.append(label)
     table = table.drop(columns=["_config"]).assign(setting=labels)
-    key = ["env", "setting", "seed", "update"]
+    key = ["env", "setting", PRETRAIN_SEED, "seed", "update"]
     duplicated = table.duplicated(key, keep=False)
     if duplicated.any():
         row = table[duplicated].iloc[0]
@@ -328,27 +351,34 @@ def _with_settings(table: pd.DataFrame, provenance: list[dict], task: Task) -> R
         paths = sorted({provenance[int(s)]["path"] for s in rows["source"]})
         where = f"twice in {paths[0]}" if len(paths) == 1 else f"in more than one input directory ({', '.join(paths)})"
         raise ReportError(
-            f"run ({row['env']}, {row['setting']}, seed {row['seed']}) has update {row['update']} {where}; give each run once."
+            f"run ({row['env']}, {row['setting']}, pretrain seed {row[PRETRAIN_SEED]}, seed {row['seed']}) has update {row['update']} {where}; give each run once."
         )
     eval_cols = [c for c in task.eval_names if c in table.columns]
     evals = (
-        table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", "seed", *eval_cols]]
+        table.dropna(subset=eval_cols, how="all")[["source", "env", "setting", PRETRAIN_SEED, "seed", *eval_cols]]
         if eval_cols
-        else pd.DataFrame(columns=["source", "env", "setting", "seed"])
+        else pd.DataFrame(columns=["source", "env", "setting", PRETRAIN_SEED, "seed"])
     )
     curves = table.drop(columns=eval_cols)
     return Runs(curves.reset_index(drop=True), evals.reset_index(drop=True), settings, varying, provenance, task, full)
 
 
 class SeedRun(NamedTuple):
-    """One run of a report: its env, setting and seed, its curves in update order, and the row of its first
-    non-finite update (``first_divergence``; -1 if it did not diverge)."""
+    """One run of a report: its env, setting and seed, its curves in update order, the row of its first
+    non-finite update (``first_divergence``; -1 if it did not diverge), and its pretraining seed."""
 
     env: str
     setting: str
     seed: int
     curves: pd.DataFrame
     divergence: int
+    pretrain_seed: int = 0
+
+    @property
+    def identity(self) -> dict:
+        """The columns that name the run in a per-run table: env, setting, pretrain_seed, seed, diverged."""
+        keys = ("env", "setting", "pretrain_seed", "seed")
+        return {**{key: getattr(self, key) for key in keys}, "diverged": self.diverged}
 
     @property
     def diverged(self) -> bool:
@@ -357,7 +387,7 @@ class SeedRun(NamedTuple):
 
 def each_run(runs: Runs) -> Iterator[SeedRun]:
     """Every run of ``runs`` in table order, with whether (and where) it diverged."""
-    for (env, setting, seed), run in runs.curves.groupby(["env", "setting", "seed"], sort=False):
+    for (env, setting, model, seed), run in runs.curves.groupby(["env", "setting", PRETRAIN_SEED, "seed"], sort=False):
         run = run.sort_values("update")
         flags = divergence_flags(run)
-        yield SeedRun(env, setting, int(seed), run, -1 if flags is None else int(first_divergence(flags)))
+        yield SeedRun(env, setting, int(seed), run, -1 if flags is None else int(first_divergence(flags)), int(model))

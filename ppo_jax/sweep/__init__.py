@@ -8,6 +8,7 @@ Modules, in the order a sweep uses them:
 
     spec_yaml.py    YAML 1.2 floats, duplicate keys refused, errors with the line
     spec_values.py  field values checked and normalized per field kind
+    spec_pretrain.py  pretrain: its pretraining seeds (one pretrained model each) and per_setting
     spec.py         a spec -> validated settings (refusing axes that change nothing)
     plan.py         groups (one program each), chunks, parts; pure Python
     program.py      the compiled, sharded vmap(task.train) of a group

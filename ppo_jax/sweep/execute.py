@@ -65,9 +65,10 @@ class SweepPlan(NamedTuple):
                 "static": g.static,
                 "num_pairs": len(g.pairs),
                 "chunk_size": size,
-                "memory_bytes": self.programs[g.index].memory
-                if g.index in self.programs and self.programs[g.index].size == size
+                "memory_bytes": self.programs[g.program].memory
+                if g.program in self.programs and self.programs[g.program].size == size
                 else None,
+                **({"pretrain_seed": g.pretrain_seed} if len(self.spec.pretrain_seeds) > 1 else {}),
             }
             for g, size in zip(self.groups, self.chunk_sizes, strict=True)
         ]
@@ -92,25 +93,29 @@ def from_process_0(values) -> np.ndarray:
     return np.asarray(multihost_utils.broadcast_one_to_all(values))
 
 
-def shared_mode(spec: SweepSpec) -> Shared:
-    """How the spec's programs get what settings share (``ppo_jax.sweep.program.Shared``)."""
+def shared_mode(spec: SweepSpec, group: Group | None = None) -> Shared:
+    """How ``group``'s program gets what settings share (``ppo_jax.sweep.program.Shared``), from the group's
+    pretraining seed (None: the spec's first)."""
     if not spec.task.shared_fields:
         return Shared("none")
-    return Shared("per_setting" if spec.pretrain_per_setting else "once", spec.pretrain_seed)
+    seed = spec.pretrain_seed if group is None else group.pretrain_seed
+    return Shared("per_setting" if spec.pretrain_per_setting else "once", seed)
 
 
 def describe_group(group: Group, spec: SweepSpec) -> str:
-    return ", ".join(f"{k}={v}" for k, v in {"env": spec.task.env_of(group.cfg), **group.static}.items())
+    models = {"pretrain_seed": group.pretrain_seed} if len(spec.pretrain_seeds) > 1 else {}
+    return ", ".join(f"{k}={v}" for k, v in {"env": spec.task.env_of(group.cfg), **group.static, **models}.items())
 
 
 def group_program(sweep_plan: SweepPlan, group: Group, mesh, log: Callable) -> Program:
-    """The group's compiled program for its chunk size on ``mesh`` (compiled now if the plan has none)."""
+    """The group's compiled program for its chunk size on ``mesh`` (compiled now if the plan has none; shared by
+    the groups of one static key from other pretraining seeds, ``Group.program``)."""
     size = round_up(sweep_plan.chunk_sizes[group.index], mesh.size)  # a plan made on fewer devices: pad further
-    program = sweep_plan.programs.get(group.index)
+    program = sweep_plan.programs.get(group.program)
     if program is None or program.size != size:
         spec = sweep_plan.spec
-        program = compile_program(spec.task, group.cfg, size, mesh, spec.log_every, shared_mode(spec))
-        sweep_plan.programs[group.index] = program
+        program = compile_program(spec.task, group.cfg, size, mesh, spec.log_every, shared_mode(spec, group))
+        sweep_plan.programs[group.program] = program
         log(
             f"group {group.index} ({describe_group(group, sweep_plan.spec)}): compiled for {size} pairs in "
             f"{program.compile_seconds:.1f} s, ~{format_bytes(program.memory)}/device"
@@ -126,7 +131,7 @@ def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) ->
     """What the group's pairs share (computed on first use, then kept in ``shared``), and the seconds it took now."""
     if group.index in shared:
         return shared[group.index], 0.0
-    how = shared_mode(sweep_plan.spec)
+    how = shared_mode(sweep_plan.spec, group)
     start = time.perf_counter()
     shared[group.index] = prepare_shared_once(sweep_plan.spec.task, group.cfg, how)
     seconds = time.perf_counter() - start
@@ -169,7 +174,7 @@ def _run_chunk(
         size = round_up(sweep_plan.chunk_sizes[group.index], mesh.size)
         compile_seconds, memory = (
             0.0,
-            sweep_plan.programs[group.index].memory if group.index in sweep_plan.programs else None,
+            sweep_plan.programs[group.program].memory if group.program in sweep_plan.programs else None,
         )
         interval = checkpoint_interval(every, task.num_updates(group.cfg))
         metrics = run_chunk_in_segments(
@@ -179,7 +184,7 @@ def _run_chunk(
             size,
             mesh,
             shared_values,
-            shared_mode(sweep_plan.spec),
+            shared_mode(sweep_plan.spec, group),
             log_every=sweep_plan.spec.log_every,
             interval=interval,
             directory=_checkpoint_dir(out, chunk),
@@ -204,17 +209,17 @@ def _run_chunk(
         "pid": os.getpid(),
         "finished": now_iso(),
     }
-    return chunk_frame(sweep_plan.spec, chunk, metrics), info
+    return chunk_frame(sweep_plan.spec, chunk, metrics, group.pretrain_seed), info
 
 
-def release_programs(sweep_plan: SweepPlan, group: int) -> None:
-    """Free a group's compiled programs once its last chunk has run.
+def release_programs(sweep_plan: SweepPlan, program: int) -> None:
+    """Free a program's compiled code (``Group.program``) once the last chunk that runs it has.
 
     Each program holds its machine code in memory; a sweep of many groups of large programs (Brax
     physics: 18 groups of ~1 GB of LLVM code and mappings) ran out of memory holding all of them.
     A later need recompiles, from the persistent compilation cache.
     """
-    sweep_plan.programs.pop(group, None)
+    sweep_plan.programs.pop(program, None)
     programs_cache_clear()  # the segmented path's (--checkpoint-every) jitted functions
     jax.clear_caches()  # and every jit's compiled executables
 
@@ -286,8 +291,11 @@ def execute(
                         claims.release(chunk.chunk_id)
                 log(sweep_dir.log_line(info))
                 note = f"{info['env_steps_per_second']:,.0f} {info['unit']}/s"
-            if not any(later.group == chunk.group for later in pending[index + 1 :]):
-                release_programs(sweep_plan, chunk.group)
+            later = [sweep_plan.groups[c.group] for c in pending[index + 1 :]]
+            if not any(g.index == chunk.group for g in later):
+                shared.pop(chunk.group, None)  # its pretrained model
+            if not any(g.program == sweep_plan.groups[chunk.group].program for g in later):
+                release_programs(sweep_plan, sweep_plan.groups[chunk.group].program)
             bar.update(note)
     if out is None:
         return sort_table(sweep_plan.spec, pd.concat(frames.values(), ignore_index=True))

@@ -6,6 +6,13 @@ setting_id, then seed, as listed in the spec; a *pair* is
 static field form a group (one compiled program); a group's pairs are cut into
 equal chunks (the last one padded when run), and chunks are numbered group by
 group. ``--part i/N`` takes a contiguous, deterministic slice of that list.
+
+With several pretraining seeds (``pretrain: {seeds: [...]}``) each static key gives
+one group per pretraining seed, in the order listed, next to each other: the same
+pairs, run from that seed's pretrained model. Such groups share one compiled program
+(``Group.program``: the first of them), the pretrained model being an argument of it;
+with ``per_setting`` the pretraining seed is part of the program, and each group has
+its own.
 """
 
 from __future__ import annotations
@@ -26,13 +33,18 @@ class Group(NamedTuple):
     """Settings that differ only in traced leaves: one compiled program.
 
     ``cfg`` is the first setting's config (its static fields are the group's);
-    ``static`` lists the static fields that differ from the spec's base.
+    ``static`` lists the static fields that differ from the spec's base;
+    ``pretrain_seed`` keys the pretrained model its pairs start from; ``program`` is
+    the index of the group whose compiled program it runs (its own, or the first
+    group of its static fields, from another pretraining seed).
     """
 
     index: int
     cfg: Any  # the task's config class
     static: dict
     pairs: tuple[Pair, ...]
+    pretrain_seed: int = 0
+    program: int = 0
 
 
 class Chunk(NamedTuple):
@@ -56,12 +68,13 @@ def shape_key(cfg, num_pairs: int) -> tuple:
 
 
 def group_pairs(spec: SweepSpec) -> list[Group]:
-    """Group the spec's (setting, seed) pairs by static fields, in canonical order of first appearance."""
+    """Group the spec's (setting, seed) pairs by static fields, in canonical order of first appearance; one group
+    per pretraining seed of each (``spec.pretrain_seeds``, the inner loop)."""
     by_key: dict[tuple, list] = {}
     for index, setting in enumerate(spec.settings):
         by_key.setdefault(static_key(setting.cfg), []).append(index)
     groups = []
-    for g, indices in enumerate(by_key.values()):
+    for indices in by_key.values():
         cfg = spec.settings[indices[0]].cfg
         static = {
             name: column_value(getattr(cfg, name))
@@ -69,7 +82,10 @@ def group_pairs(spec: SweepSpec) -> list[Group]:
             if getattr(cfg, name) != getattr(spec.base, name)
         }
         pairs = tuple((i, seed) for i in indices for seed in spec.seeds)
-        groups.append(Group(g, cfg, static, pairs))
+        first = len(groups)
+        for pretrain_seed in spec.pretrain_seeds:
+            g = len(groups)
+            groups.append(Group(g, cfg, static, pairs, pretrain_seed, g if spec.pretrain_per_setting else first))
     return groups
 
 

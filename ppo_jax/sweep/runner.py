@@ -15,8 +15,8 @@ file is corrupt). One process writes a directory at a time: a second one is
 refused, naming the first (``ppo_jax.storage.locks``), except parts of one sweep,
 which share it and claim its chunks (``ppo_jax.sweep.claims``). Pair
 ``(setting, seed)`` uses ``jax.random.key(seed)``: its numbers are those of
-``ppo-jax train --seed seed`` (``ppo-jax rlhf --seed seed --pretrain-seed P``)
-with that setting's flags.
+``ppo-jax train --seed seed`` (``ppo-jax rlhf --seed seed --pretrain-seed P``, P each
+of ``pretrain: {seeds: [...]}``) with that setting's flags.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def plan_sweep(
                 continue
             by_shape[key] = g.index
             programs[g.index] = fit_program(
-                spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec)
+                spec.task, g.cfg, len(g.pairs), budget, mesh, spec.log_every, shared_mode(spec, g)
             )
             sizes.append(programs[g.index].size)
             log(
@@ -136,7 +136,8 @@ def plan_sweep(
     if chunk_size == AUTO and stored is None:
         for key, first in by_shape.items():
             shape_groups = [g for g in groups if shape_key(g.cfg, len(g.pairs)) == key]
-            calibrations[first] = calibrate(spec, shape_groups, sizes[first], mesh, shared_mode(spec), log)
+            how = shared_mode(spec, shape_groups[0])
+            calibrations[first] = calibrate(spec, shape_groups, sizes[first], mesh, how, log)
             for g in shape_groups:
                 sizes[g.index] = calibrations[first].chosen
             log(f"group {first}: chunks of {calibrations[first].chosen} ({calibrations[first].note})")
@@ -165,7 +166,8 @@ def _metadata(sweep_plan: SweepPlan, command: list[str]) -> dict:
             "axes": list(spec.axes),
             "num_settings": spec.num_combos,
             "num_seeds": len(spec.seeds),
-            "num_pairs": len(spec.settings) * len(spec.seeds),
+            **({"num_pretrain_seeds": len(spec.pretrain_seeds)} if len(spec.pretrain_seeds) > 1 else {}),
+            "num_pairs": spec.num_runs,
             "num_programs": len(sweep_plan.groups),
             "num_chunks": len(sweep_plan.chunks),
             "chunk_sizes": sweep_plan.chunk_sizes,
@@ -197,8 +199,10 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
             sweep_dir.check_out(out, spec, resume=False, force=False, joining=False)
             state = f"{out}: a new sweep directory"
     groups, task = group_pairs(spec), spec.task
-    runs = len(spec.settings) * len(spec.seeds)
-    steps = sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds)
+    runs, models = spec.num_runs, len(spec.pretrain_seeds)
+    steps = (
+        sum(task.num_updates(s.cfg) * task.steps_per_update(s.cfg) for s in spec.settings) * len(spec.seeds) * models
+    )
     shapes = len({shape_key(g.cfg, len(g.pairs)) for g in groups})
     budget = parse_bytes(memory_budget) if isinstance(memory_budget, str) else memory_budget
     unit = "env steps" if task.env_field else "sequences"
@@ -206,7 +210,8 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         "\n".join(
             [
                 f"sweep {spec.name} (task {task.name}): {len(spec.envs)} env(s) x {spec.num_combos} setting(s) x "
-                f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
+                + (f"{models} pretraining seeds x " if models > 1 else "")
+                + f"{len(spec.seeds)} seed(s) = {runs} runs, {steps:,} {unit}",
                 f"axes: {', '.join(spec.axes) or '(none)'}; log every {spec.log_every} update(s)",
                 f"devices: {jax.device_count()} x {jax.devices()[0].platform}; memory budget "
                 f"{format_bytes(budget or default_memory_budget())} per device",
@@ -225,7 +230,7 @@ def dry_run(spec, out=None, *, chunk_size=None, memory_budget=None, cache_dir="a
         )
     with compilation_cache(cache_dir):
         sweep_plan = plan_sweep(spec, chunk_size=chunk_size, memory_budget=memory_budget, stored=stored, log=log)
-        programs = [sweep_plan.programs.get(g.index) for g in sweep_plan.groups]
+        programs = [sweep_plan.programs.get(g.program) for g in sweep_plan.groups]
     lines = [f"{len(sweep_plan.chunks)} chunk(s):"]
     estimated = {shape_key(g.cfg, len(g.pairs)): p for g, p in zip(sweep_plan.groups, programs, strict=True) if p}
     for g, size, program in zip(sweep_plan.groups, sweep_plan.chunk_sizes, programs, strict=True):

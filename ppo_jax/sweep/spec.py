@@ -48,7 +48,7 @@ a grid whose settings differ only in fields the other fields switch off (say
 refused, naming the field and why; so is a grid axis that lists a value twice
 (or two values that are one float32: 0.1 and 0.10000000001), a zip row given
 twice, or a random block that draws the same setting twice, where it is written.
-A sweep has at most ``MAX_RUNS`` runs (envs x settings x seeds).
+A sweep has at most ``MAX_RUNS`` runs (envs x settings x pretraining seeds x seeds).
 
 What settings share (``Task.shared_fields``: RLHF's pretrained SFT and reward
 models) is computed once per program from ``pretrain: {seed: 0}``, so the
@@ -58,6 +58,12 @@ seed) and they can::
 
     task: rlhf
     pretrain: {seed: 0, per_setting: false}
+
+``pretrain: {seeds: [0, 1, 2]}`` pretrains one SFT model (and reward model) per
+pretraining seed and runs every setting x seed from each of them: the pretraining
+seed is one more axis of the runs (the table's ``pretrain_seed`` column), so that
+an interval over the runs can count the variance between SFT models
+(``ppo_jax.final_values.hierarchical_ci``). ``seeds: [N]`` is ``seed: N``.
 
 Floats follow YAML 1.2 (``1e-3`` is a number, not the string PyYAML makes of it).
 """
@@ -84,6 +90,7 @@ from ppo_jax.sweep.spec_axes import (
     mapping,
     validated,
 )
+from ppo_jax.sweep.spec_pretrain import pretrain_seeds
 from ppo_jax.sweep.spec_values import column_value, short_float, shown
 from ppo_jax.sweep.spec_yaml import Locator, key_text, parse_yaml
 from ppo_jax.task_contract import Task
@@ -103,7 +110,6 @@ TOP_KEYS = (
     "pretrain",
     "log_every",
 )
-PRETRAIN_KEYS = ("seed", "per_setting")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,8 +136,14 @@ class SweepSpec:
     log_every: int
     canonical: dict  # JSON-able normal form; two specs run the same sweep iff equal
     text: str | None = None  # the YAML source, if loaded from text
-    pretrain_seed: int = 0  # key of Task.prepare_shared (tasks with shared_fields)
+    pretrain_seed: int = 0  # key of Task.prepare_shared (tasks with shared_fields); the first of pretrain_seeds
     pretrain_per_setting: bool = False  # each setting prepares its own shared part
+    pretrain_seeds: tuple[int, ...] = (0,)  # one pretrained model per entry, each running every setting x seed
+
+    @property
+    def num_runs(self) -> int:
+        """envs x settings x pretraining seeds x seeds."""
+        return len(self.settings) * len(self.pretrain_seeds) * len(self.seeds)
 
     @property
     def num_combos(self) -> int:
@@ -231,26 +243,6 @@ def _task(raw, ctx: Locator) -> Task:
         raise ctx.error(("task",), str(error)) from None
 
 
-def _pretrain(raw, ctx: SpecContext) -> tuple[int, bool]:
-    """``pretrain: {seed, per_setting}`` -> (seed, per_setting); only for tasks whose settings share something."""
-    if not ctx.task.shared_fields:
-        if raw is not None:
-            raise ctx.error(("pretrain",), f"task {ctx.task.name} shares nothing between settings; remove pretrain:.")
-        return 0, False
-    raw = mapping(raw, ctx, ("pretrain",))
-    for key in raw:
-        if key not in PRETRAIN_KEYS:
-            raise ctx.error(
-                ("pretrain", key), f"unknown key {key!r}.{close_matches(key, PRETRAIN_KEYS)} Expected {PRETRAIN_KEYS}."
-            )
-    seed, per_setting = raw.get("seed", 0), raw.get("per_setting", False)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise ctx.error(("pretrain", "seed"), f"seed must be an integer in [0, {MAX_SEED}], got {shown(seed)}.")
-    if not isinstance(per_setting, bool):
-        raise ctx.error(("pretrain", "per_setting"), f"per_setting must be true or false, got {shown(per_setting)}.")
-    return seed, per_setting
-
-
 def _describe(values: dict) -> str:
     return ", ".join(f"{k}={column_value(v)}" for k, v in values.items()) or "base"
 
@@ -306,7 +298,7 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
                 " Config fields go under base: or an axis." if key in ctx.fields else ""
             )
             raise ctx.error((key,), f"unknown spec key {key!r}.{hint} Expected one of {TOP_KEYS}.")
-    pretrain_seed, per_setting = _pretrain(raw.get("pretrain"), ctx)
+    model_seeds, per_setting = pretrain_seeds(raw.get("pretrain"), ctx)
     ctx.shared_fixed = bool(task.shared_fields) and not per_setting
     taken: dict[str, str] = {}
     base = _base(raw.get("base"), ctx)
@@ -324,12 +316,14 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
         raise ctx.error(("name",), f"name is a label: give a string, got {shown(raw['name'])}.")
     name = str(raw.get("name") or (Path(filename).stem if text is not None else "sweep"))
 
-    runs = len(envs) * len(grid_rows) * len(zip_rows) * len(random_rows) * len(seeds)
+    runs = len(envs) * len(grid_rows) * len(zip_rows) * len(random_rows) * len(seeds) * len(model_seeds)
     if runs > MAX_RUNS:
+        models = f" x {len(model_seeds)} pretraining seed(s)" if len(model_seeds) > 1 else ""
         raise ctx.error(
             (),
-            f"this sweep has {runs:,} runs ({len(envs)} env(s) x {runs // len(envs) // len(seeds):,} "
-            f"setting(s) x {len(seeds)} seed(s)), more than {MAX_RUNS:,}: split it into several specs.",
+            f"this sweep has {runs:,} runs ({len(envs)} env(s) x "
+            f"{runs // len(envs) // len(seeds) // len(model_seeds):,} setting(s){models} x {len(seeds)} seed(s)), "
+            f"more than {MAX_RUNS:,}: split it into several specs.",
         )
     combos = [{**g, **z, **r} for g in grid_rows for z in zip_rows for r in random_rows]
     path = ("grid",) if grid else ("zip",) if zipped else ("random",) if random else ()
@@ -368,12 +362,26 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
     }
     if task.name != DEFAULT_TASK:  # only when not the default, so that PPO specs keep their canonical form (--resume)
         canonical = {"task": task.name, **canonical}
-    if task.shared_fields:
-        canonical["pretrain"] = {"seed": pretrain_seed, "per_setting": per_setting}
+    if task.shared_fields:  # one pretraining seed: the form of `seed: N`, so that such sweeps keep theirs (--resume)
+        one = len(model_seeds) == 1
+        canonical["pretrain"] = {"seed" if one else "seeds": model_seeds[0] if one else list(model_seeds)}
+        canonical["pretrain"]["per_setting"] = per_setting
     if env_base:  # only when given, so that specs without it keep their canonical form (and --resume)
         canonical["env_base"] = _plain(env_base)
     return SweepSpec(
-        name, task, base, envs, seeds, axes, tuple(settings), log_every, canonical, text, pretrain_seed, per_setting
+        name,
+        task,
+        base,
+        envs,
+        seeds,
+        axes,
+        tuple(settings),
+        log_every,
+        canonical,
+        text,
+        model_seeds[0],
+        per_setting,
+        model_seeds,
     )
 
 

@@ -76,13 +76,17 @@ def test_the_old_log_probs_are_the_sampling_distributions_and_the_loss_reproduce
 
 
 def test_evaluation_draws_with_the_eval_knobs(pre):
-    """Greedy evaluation (eval_temperature 0): every sample of a prompt is the same, so pass@1 = pass@group."""
+    """Greedy evaluation (eval_temperature 0, or top-k 1, or a tiny top-p): every sample of a prompt is the same, so
+    pass@1 = pass@group; at temperature 1 they differ."""
     output = LmOutput({"actor": pre.sft}, {})
     evaluate_fast = jax.jit(evaluate, static_argnums=0, compiler_options=FAST)
     greedy = evaluate_fast(dataclasses.replace(CFG, eval_temperature=0.0), output, jax.random.key(2))
     assert greedy["eval_pass_at_1"] == greedy["eval_pass_at_group"]
     sampled = evaluate_fast(CFG, output, jax.random.key(2))
     assert sampled["eval_pass_at_1"] < sampled["eval_pass_at_group"]
+    for knob in (dict(eval_top_k=1.0), dict(eval_top_p=1e-6)):  # each keeps only the most probable token: greedy
+        evaluation = evaluate_fast(dataclasses.replace(CFG, **knob), output, jax.random.key(2))
+        assert evaluation["eval_pass_at_1"] == evaluation["eval_pass_at_group"] == greedy["eval_pass_at_1"], knob
 
 
 def test_the_evaluation_pass_at_k_curve_up_to_eval_samples(pre, monkeypatch):
