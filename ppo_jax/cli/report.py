@@ -43,6 +43,8 @@ class Report:
     """YAML {env: {random: R, best: B, source: text}} adding or replacing reference scores."""
     normalize: Literal["reference", "best-setting"] = "reference"
     """What scores 1 on each env: reference = its documented best score (the best setting where none is documented); best-setting = the best setting's mean final return on every env, the PPO paper's normalization (Schulman et al. 2017, sec. 6.1), which also writes paper_table1.md/.tex/.png: the mean over envs per setting beside the paper's Table 1."""
+    matched_score: float | None = None
+    """Language-model sweeps: the score (smoothed over 5 logged updates) at which runs are compared, with the updates and tokens each took to reach it (matched_accuracy.md); default: the highest multiple of 0.05 that 3 in 4 runs of every setting reach."""
     force: Annotated[bool, tyro.conf.FlagCreatePairsOff] = False
     """Replace an existing report directory at --out (only one with report.json; removed once the new one is complete)."""
 
@@ -63,6 +65,7 @@ def run_report(args: Report, argv: list[str]) -> int:
         force=args.force,
         command=argv,
         min_seeds=args.min_seeds_for_ci,
+        matched_score=args.matched_score,
     )
     say(f"report: {path / 'index.md'} (and index.html)")
     return 0

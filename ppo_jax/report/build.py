@@ -39,9 +39,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from ppo_jax.errors import ReportError
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.report import entropy_fit, frontier, intervals, metric_tables, paper_table1, scores, sections
+from ppo_jax.report import (
+    entropy_fit,
+    frontier,
+    intervals,
+    matched_accuracy,
+    metric_tables,
+    paper_table1,
+    scores,
+    sections,
+)
 from ppo_jax.report.index import sources_line, stamp_tables, write_index
 from ppo_jax.report.scores import NORMALIZATIONS, bounded_references, load_reference_scores
 from ppo_jax.report.sections import Context, Section
@@ -61,6 +72,7 @@ SECTIONS: list[Section] = [
     sections.LEARNING_CURVES,
     frontier.SECTION,
     entropy_fit.SECTION,
+    matched_accuracy.SECTION,
     sections.HEATMAP,
     sections.SENSITIVITY,
 ]
@@ -85,7 +97,9 @@ def unregister_section(name: str) -> Section:
     return SECTIONS.pop(index)
 
 
-def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize, min_seeds) -> dict:
+def _analyse(
+    runs: Runs, out: Path, *, last_percent, reps, seed, baseline, references, normalize, min_seeds, matched_score
+) -> dict:
     """Run every section of ``SECTIONS`` that applies; returns what they found (``Context.found``), ``files``
     (data, tables, figures: the names written, in order) and ``titles`` (index.md's headings)."""
     ctx = Context(
@@ -100,6 +114,7 @@ def _analyse(runs: Runs, out: Path, *, last_percent, reps, seed, baseline, refer
         min_seeds=min_seeds,
         envs=list(dict.fromkeys(runs.curves["env"])),
         settings=list(runs.settings),
+        matched_score=matched_score,
     )
     files = {"data": [], "tables": [], "figures": []}
     titles = {}
@@ -130,6 +145,7 @@ def make_report(
     force: bool = False,
     command: list[str] | None = None,
     min_seeds: int = intervals.MIN_SEEDS,
+    matched_score: float | None = None,
 ) -> Path:
     """Write a report for the runs in ``paths`` (run or sweep directories of one task) to ``out``; returns ``out``.
 
@@ -138,7 +154,8 @@ def make_report(
     (a documented best score = 1 where there is one) or "best-setting" (the PPO
     paper's normalization everywhere, and its Table 1 beside ours:
     ``ppo_jax.report.paper_table1``). ``min_seeds``: the fewest seeds per cell
-    given a bootstrap CI (``intervals.NO_CI_RULE``). Everything is checked
+    given a bootstrap CI (``intervals.NO_CI_RULE``). ``matched_score``: the score at which
+    language-model runs are compared (``matched_accuracy``; None: its default rule). Everything is checked
     and read before anything is written; the report is built in a temporary
     sibling directory and renamed into place (``ppo_jax.storage.atomic``), so
     ``out`` is either the complete new report or untouched (with ``force``, an
@@ -149,6 +166,8 @@ def make_report(
         raise ReportError(f"--reps must be at least 100 for a usable 95% CI, got {reps}.")
     if isinstance(min_seeds, bool) or not isinstance(min_seeds, int) or min_seeds < 2:
         raise ReportError(f"--min-seeds-for-ci must be an integer of at least 2, got {min_seeds!r}.")
+    if matched_score is not None and not np.isfinite(matched_score):
+        raise ReportError(f"--matched-score must be a finite number, got {matched_score!r}.")
     if normalize not in NORMALIZATIONS:
         raise ReportError(f"--normalize must be one of {', '.join(NORMALIZATIONS)}, got {normalize!r}.")
     check_out_dir(
@@ -180,6 +199,7 @@ def make_report(
             references=references,
             normalize=normalize,
             min_seeds=min_seeds,
+            matched_score=matched_score,
         )
         record = {
             "task": runs.task.name,
@@ -199,6 +219,7 @@ def make_report(
                     else ""
                 ),
                 "min_seeds_for_ci": min_seeds,
+                "matched_score": result.get("matched_score"),
             },
             "score": {"metric": runs.task.score, "label": runs.task.score_label},
             "normalizers": {

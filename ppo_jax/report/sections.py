@@ -66,6 +66,7 @@ class Context:
     envs: list[str]
     settings: list[str]
     found: dict = field(default_factory=dict)
+    matched_score: float | None = None  # the score runs are compared at (``matched_accuracy``); None: its default
 
 
 class Files(NamedTuple):
