@@ -65,7 +65,11 @@ def print_result(task: Task, options: RunOptions, result: RunResult) -> None:
     if scalars and evaluation is None:  # PPO's evaluation is printed episode by episode below
         say(
             "evaluation (final parameters, fresh prompts; mean over the seeds that did not diverge): "
-            + ", ".join(f"{name} {fmt(_mean(np.asarray(values)[kept]), 3)}" for name, values in scalars.items())
+            + ", ".join(
+                f"{name} {fmt(_mean(np.asarray(values)[kept]), 3)}"
+                for name, values in scalars.items()
+                if not np.isnan(np.asarray(values, float)).all()  # a pass@k above the samples drawn
+            )
         )
     if evaluation is not None:
         over = "" if len(kept) == len(seeds) else f"; over the {len(kept)} of {len(seeds)} seeds that did not diverge"
