@@ -35,8 +35,13 @@ STYLE = {
 
 
 def colours(n: int) -> list:
+    """``n`` colours, one per setting: Okabe-Ito's eight (colour-blind safe), else tab20's twenty, dark shades first
+    (distinct, where a gradient gives neighbouring settings near-identical colours), else a cividis gradient."""
     if n <= len(OKABE_ITO):
         return list(OKABE_ITO[:n])
+    if n <= 20:
+        tab20 = plt.get_cmap("tab20").colors
+        return list(tab20[0::2] + tab20[1::2])[:n]
     return [plt.get_cmap("cividis")(x) for x in np.linspace(0.0, 0.95, n)]
 
 
