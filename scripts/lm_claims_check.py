@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ppo_jax.report.matched_accuracy import smoothed
+from ppo_jax.report.matched_accuracy import smoothed, still_rising
 
 REPORTS = (
     "lm_clip_higher",
@@ -42,13 +42,6 @@ REPORTS = (
     "lm_length_bias_chain",
 )
 SCORE, ENTROPY = "accuracy", "sample_entropy"
-
-
-def still_rising(score: np.ndarray, share: float = 0.2) -> tuple[float, float]:
-    """(slope, lower end of its 95% CI) of OLS of ``score`` on its index over the last ``share`` of points."""
-    tail = score[-max(3, int(round(share * len(score)))) :]
-    fit = stats.linregress(np.arange(len(tail)), tail)
-    return float(fit.slope), float(fit.slope - stats.t.ppf(0.975, len(tail) - 2) * fit.stderr)
 
 
 def r2(x: np.ndarray, y: np.ndarray) -> float:

@@ -11,6 +11,10 @@ response length over the logged updates x the updates x the sequences per update
 exact when every update is logged), and the area under the score curve (its mean
 over the logged updates: a run that learns sooner has more).
 
+Whether a run has plateaued, by a stated rule: the least-squares slope of its (unsmoothed) score over the last
+``TAIL`` of its logged updates, with a 95% t interval; a run whose interval lies above 0 is **still rising**
+(it had not plateaued when it stopped), the others count as plateaued at that resolution.
+
 The threshold is ``--matched-score``, or by default the highest multiple of 0.05
 that at least 3 in 4 runs of every setting reach (a level every setting gets to).
 Per setting: IQM [95% CI] over the runs that reached it (hierarchical over SFT
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ppo_jax.report import metric_tables, tables
 from ppo_jax.report.sections import Context, Files, Section
@@ -32,6 +37,20 @@ STATE = ("sample_entropy", "response_length", "length_correct", "length_incorrec
 """The state read where a run reaches the threshold (those the runs record)."""
 REACH = ("updates_to", "tokens_to", *(f"{name}_at" for name in STATE))
 COST = ("auc", "optimizer_steps", "tokens")
+TAIL = 0.2
+"""Share of a run's logged updates (at least 3) over which the plateau rule fits its final slope."""
+
+
+def still_rising(score: np.ndarray, share: float = TAIL) -> tuple[float, float]:
+    """(slope per logged update, lower end of its 95% t interval) of least squares of ``score`` on its index over
+    the last ``share`` of the points (at least 3; NaN entries left out)."""
+    tail = np.asarray(score, float)[-max(3, int(round(share * len(score)))) :]
+    index = np.arange(len(tail))[np.isfinite(tail)]
+    tail = tail[np.isfinite(tail)]
+    if len(tail) < 3 or np.all(tail == tail[0]):
+        return 0.0, 0.0
+    fit = stats.linregress(index, tail)
+    return float(fit.slope), float(fit.slope - stats.t.ppf(0.975, len(tail) - 2) * fit.stderr)
 
 
 def applies(runs: Runs) -> bool:
@@ -69,6 +88,8 @@ def per_run(runs: Runs, threshold: float) -> pd.DataFrame:
             for name in STATE:
                 if name in curves:
                     row[f"{name}_at"] = float(smoothed(curves[name].to_numpy(float))[i])
+        slope, low = still_rising(curves[runs.task.score].to_numpy(float))
+        row["final_slope"], row["still_rising"] = slope, bool(low > 0) and not run.diverged
         row["auc"] = np.nan if run.diverged else float(np.nanmean(curves[runs.task.score].to_numpy(float)))
         row["optimizer_steps"] = float(updates[-1] * steps)
         row["tokens"] = float(np.nanmean(length) * updates[-1] * sequences)
@@ -92,7 +113,9 @@ def auto_threshold(runs: Runs) -> float:
 def summary(runs_table: pd.DataFrame, reps: int, seed: int, min_seeds: int) -> pd.DataFrame:
     """Per env x setting: ``reached`` of ``runs``, and IQM [95% CI] of the ``REACH`` columns over the runs that
     reached the threshold and of ``COST`` over the runs that did not diverge."""
-    counts = runs_table.groupby(["env", "setting"], sort=False).agg(runs=("seed", "size"), reached=("reached", "sum"))
+    counts = runs_table.groupby(["env", "setting"], sort=False).agg(
+        runs=("seed", "size"), reached=("reached", "sum"), still_rising=("still_rising", "sum")
+    )
     reached = runs_table[runs_table["reached"]].assign(diverged=False)
     names = [n for n in REACH if reached[n].notna().any()] if len(reached) else []
     cost = metric_tables.summarise(runs_table, list(COST), reps, seed, min_seeds).drop(
@@ -125,15 +148,19 @@ def markdown(table: pd.DataFrame, threshold: float, score_label: str) -> str:
     names = [n for n in (*REACH, *COST) if n in table.columns]
     lines = [
         f"Threshold: {score_label or 'score'} {threshold:.2f}, smoothed over {WINDOW} logged updates; "
-        "IQM [95% CI] over the runs that reached it (AUC and compute: over every run that did not diverge).",
+        "IQM [95% CI] over the runs that reached it (AUC and compute: over every run that did not diverge). "
+        f"Still rising: runs whose least-squares slope of the score over their last {TAIL:.0%} of logged updates has "
+        "a 95% interval above 0 (not plateaued when they stopped).",
         "",
-        "| env | setting | reached | " + " | ".join(LABELS[n] for n in names) + " |",
-        "|---|---|---:|" + "---:|" * len(names),
+        "| env | setting | reached | still rising | " + " | ".join(LABELS[n] for n in names) + " |",
+        "|---|---|---:|---:|" + "---:|" * len(names),
     ]
     for row in table.to_dict("records"):
         cells = [tables.cell(row[n], row[n + "_low"], row[n + "_high"], row[n + "_per_seed"]) for n in names]
         lines.append(
-            f"| {row['env']} | {row['setting']} | {row['reached']}/{row['runs']} | " + " | ".join(cells) + " |"
+            f"| {row['env']} | {row['setting']} | {row['reached']}/{row['runs']} | {row['still_rising']}/{row['runs']} | "
+            + " | ".join(cells)
+            + " |"
         )
     return "\n".join(lines) + "\n"
 

@@ -76,3 +76,31 @@ def test_a_threshold_that_is_not_a_number_is_refused(tmp_path):
     synthetic_sweep(tmp_path / "lm")
     with pytest.raises(ReportError, match="--matched-score must be a finite number"):
         make_report([tmp_path / "lm"], tmp_path / "report", reps=200, matched_score=float("nan"))
+
+
+def test_the_plateau_rule_is_a_t_interval_on_the_final_slope(tmp_path):
+    """One run keeps rising (noisy line) over its last 20% of updates, one wobbles flat, the rest saturate."""
+    table = synthetic_sweep(tmp_path / "lm")
+    rng = np.random.default_rng(3)
+    tail = int(round(0.2 * UPDATES))
+    rising = (table["setting_id"] == 0) & (table["seed"] == 0)
+    flat = (table["setting_id"] == 1) & (table["seed"] == 1)
+    table.loc[rising, "accuracy"] = 0.3 + 0.02 * np.arange(UPDATES) + rng.normal(0, 0.002, UPDATES)
+    table.loc[flat, "accuracy"] = 0.6 + rng.normal(0, 0.05, UPDATES)
+    table.to_parquet(tmp_path / "lm" / "metrics.parquet")
+    out = make_report([tmp_path / "lm"], tmp_path / "report", reps=200, matched_score=0.5)
+    runs = pd.read_csv(out / "matched_accuracy_runs.csv")
+    labels = list(dict.fromkeys(runs["setting"]))
+    for (setting, seed), rows in table.groupby(["setting_id", "seed"]):
+        y = rows.sort_values("update")["accuracy"].to_numpy()[-tail:]
+        x = np.arange(tail, dtype=float)
+        slope = ((x - x.mean()) * (y - y.mean())).sum() / ((x - x.mean()) ** 2).sum()
+        residual = y - (y.mean() + slope * (x - x.mean()))
+        stderr = np.sqrt((residual**2).sum() / (tail - 2) / ((x - x.mean()) ** 2).sum())
+        t975 = {2: 4.302652729911275}[tail - 2]
+        got = runs[(runs["seed"] == seed) & (runs["setting"] == labels[setting])].iloc[0]
+        assert got["final_slope"] == pytest.approx(slope, abs=1e-9)
+        assert bool(got["still_rising"]) == (slope - t975 * stderr > 0)
+    assert bool(runs[(runs["seed"] == 0) & (runs["setting"] == labels[0])]["still_rising"].iloc[0])
+    assert runs["still_rising"].sum() == 1
+    assert "| 1/2 |" in (out / "matched_accuracy.md").read_text()  # setting 0: one of its two runs still rising
