@@ -111,6 +111,7 @@ def run(
     argv: list[str] | None = None,
     say: Callable[..., None] = _quiet,
     report: Callable[[RunResult], None] = lambda result: None,
+    memory_budget: int | None = None,
 ) -> RunResult:
     """Train ``task`` with ``cfg`` on every seed of ``options``; write (or continue) a run directory at ``out``.
 
@@ -118,6 +119,8 @@ def run(
     ``say(*parts)`` receives the progress lines (compile and run times, where the directory is);
     ``report(result)`` is called once the final values are known, before the directory is completed
     (the command line prints them there). ``argv`` is the command recorded in metadata.json.
+    ``memory_budget`` (bytes per device; None: no check): the update program is compiled on abstract shapes
+    first and its memory estimate said; over the budget, ConfigError before pretraining (``ppo_jax.memory_estimate``).
     """
     argv = list(argv) if argv is not None else ["ppo_jax.runs.run"]
     if out is not None and not str(out):
@@ -153,7 +156,7 @@ def run(
     seeds = options.seeds
     length = options.segment_length or segment_length(
         num_updates,
-        choose_segment_length(num_updates, interval, out is not None),
+        choose_segment_length(num_updates, interval, out is not None or jax.process_count() > 1),  # all: process 0's
         num_runs=len(seeds),
         num_metrics=len(task.metric_names),
     )
@@ -164,6 +167,21 @@ def run(
         f"{task.env_of(cfg)}: {len(seeds)} seed{'s' if len(seeds) > 1 else ''} x {num_updates} updates x {per_update} "
         f"{unit} = {samples:,} {unit} on {jax.default_backend()}"
     )
+
+    every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
+    reporter = ProgressReporter(
+        num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
+    )
+    keys = make_keys(seeds)
+    checked = None  # with a budget: the segment program, compiled on abstract shapes before pretraining
+    if memory_budget is not None:
+        from ppo_jax.memory_estimate import checked_segments
+
+        size = options.chunk_size if isinstance(options.chunk_size, int) else 0
+        checked = checked_segments(
+            task, cfg, keys, length, memory_budget, say, seed=options.pretrain_seed, on_update=reporter,
+            report_every=every, chunk_size=0 if size == len(seeds) else size,
+        )  # fmt: skip
 
     metadata = collect_metadata(argv, task.name) if out is not None else {}
     run = checkpoints = None
@@ -184,7 +202,7 @@ def run(
     stage, first = "compiling", 0
     try:
         with interrupts() if run is not None else contextlib.nullcontext():
-            shared = None
+            shared = host_shared = None
             if task.shared_fields:
                 stage, start = "pretraining", time.perf_counter()
                 shared = jax.device_get(
@@ -201,12 +219,8 @@ def run(
                     f"pretrain (seed {options.pretrain_seed}): {metadata['pretrain_seconds']:.2f} s"
                     + (f" ({details})" if details else "")
                 )
+                host_shared, shared = shared, task.place(cfg, shared)  # an LM run's --mesh: sharded over it
 
-            every = max(1, num_updates // 20)  # 20 host callbacks per run (see ppo_jax.progress.report_update)
-            reporter = ProgressReporter(
-                num_updates, per_update, len(seeds), score=task.score, unit=unit, enabled=progress, report_every=every
-            )
-            keys = make_keys(seeds)
             stage = "compiling"
             if options.chunk_size == AUTO:
                 calibration = choose_chunk_size(task, cfg, keys, shared, say)
@@ -216,9 +230,11 @@ def run(
                 say(f"seeds per chunk: {calibration.chosen} ({calibration.note}; {calibration.seconds:.1f} s)")
             options = options._replace(chunk_size=options.chunk_size or len(seeds))
             chunk = 0 if options.chunk_size == len(seeds) else options.chunk_size
-            segments = compile_segments(
-                task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
-            )
+            segments = checked  # compiled before pretraining for the memory check: the same program
+            if checked is None or checked.chunk_size != chunk:
+                segments = compile_segments(
+                    task, cfg, keys, shared, length, on_update=reporter, report_every=every, chunk_size=chunk
+                )
             num_segments = len(segments.starts())
             say(
                 f"compile: {segments.compile_seconds:.2f} s"
@@ -231,7 +247,8 @@ def run(
             if run is not None:
                 from ppo_jax.storage.checkpoints import Checkpoints
 
-                checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints)
+                # Orbax syncs every process, and only process 0 has the directory: no checkpoints across processes.
+                checkpoints = Checkpoints(run.checkpoint_dir, keep_checkpoints) if jax.process_count() == 1 else None
                 if resume and (checkpoints.updates() or run.metrics_path.exists()):
                     carry, meta = checkpoints.restore(like=carry)
                     check_checkpoint(meta, config_record(task, cfg, seeds), run.checkpoint_dir)
@@ -300,9 +317,11 @@ def run(
         evaluation = jax.device_get(episodes(output, keys))
     scalars = {}  # the task's per-run evaluation (eval_names), with the key a sweep gives it: the run's own
     if task.eval_names:
-        scalars = jax.device_get(jax.jit(jax.vmap(lambda o, k: task.evaluate(cfg, o, k)))(output, keys))
+        scalars = to_host(
+            jax.jit(jax.vmap(lambda o, k, s: task.evaluate(cfg, o, k, s), (0, 0, None)))(output, keys, shared)
+        )
         scalars = {name: [float(v) for v in scalars[name]] for name in task.eval_names}
-    output = jax.device_get(output)
+    output = to_host(output)
     if run is None:
         window = result.metrics
     else:
@@ -330,13 +349,27 @@ def run(
         )
 
         def write_final(path: Path) -> None:
-            write_results(path, task=task, seeds=seeds, output=output, shared=shared, evaluation=evaluation)
-            task.export(cfg, output, seeds, path)
+            write_results(path, task=task, seeds=seeds, output=output, shared=host_shared, evaluation=evaluation)
+            task.export(cfg, output, seeds, path, host_shared)
             write_json(path / METADATA_FILE, metadata)
 
         outcome = outcome._replace(run_dir=run.complete(write_final))
         say(f"run directory: {outcome.run_dir}")
     return outcome
+
+
+def to_host(tree):
+    """A program's arrays as host arrays: ``jax.device_get``; an array split across processes (``jax.distributed``)
+    is gathered whole by each (``process_allgather``: a collective, so every process calls it on the same arrays)."""
+    import jax
+    from jax.experimental import multihost_utils
+
+    def fetch(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return multihost_utils.process_allgather(x, tiled=True)
+        return jax.device_get(x)
+
+    return jax.tree.map(fetch, tree)
 
 
 def divergences(seeds: list[int], metrics: dict | None, metrics_path: Path | None) -> dict[int, dict]:

@@ -145,10 +145,15 @@ def compile_segments(
     init = jax.jit(vmap_runs(task.init, in_axes=(None, 0, None)))
     carry = jax.eval_shape(init, cfg, keys, shared)
     init_program = init.lower(cfg, keys, shared).compile()
-    advance_program = jax.jit(vmap_runs(advance, in_axes=(None, 0, None, None)))
-    if chunk_size:
-        if len(keys) % chunk_size:
-            raise ValueError(f"chunk_size {chunk_size} does not divide the {len(keys)} runs")
-        carry = jax.tree.map(lambda x: jax.ShapeDtypeStruct((chunk_size, *x.shape[1:]), x.dtype), carry)
+    # The carry stays where init puts it: one device, or the task's shardings on a mesh (``Task.place``).
+    placed = init_program.output_shardings
+    advance_program = jax.jit(vmap_runs(advance, in_axes=(None, 0, None, None)), out_shardings=(placed, None))
+    if chunk_size and len(keys) % chunk_size:
+        raise ValueError(f"chunk_size {chunk_size} does not divide the {len(keys)} runs")
+    carry = jax.tree.map(
+        lambda x, where: jax.ShapeDtypeStruct((chunk_size or x.shape[0], *x.shape[1:]), x.dtype, sharding=where),
+        carry,
+        placed,
+    )
     advance_program = advance_program.lower(cfg, carry, jnp.int32(0), shared).compile()
     return Segments(init_program, advance_program, length, num_updates, time.perf_counter() - start, chunk_size)

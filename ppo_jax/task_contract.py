@@ -19,7 +19,7 @@ A task is a small record:
       init(cfg, key, shared) -> carry                  # train = init, step over the updates, finish
       step(cfg, carry, update_idx, shared) -> (carry, {name: scalar})
       finish(cfg, carry, metrics) -> output            # metrics: {} when they went to disk (ppo_jax.segments)
-      evaluate(cfg, output, key) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
+      evaluate(cfg, output, key, shared) -> {name: float32[]}  # per-run evaluation (eval_names); {} if none
       params_tree(output, shared) -> nested dict of arrays   # what params.msgpack holds
 
 and optionally::
@@ -27,7 +27,8 @@ and optionally::
       describe_shared(cfg, shared) -> {name: float}     # what the CLI prints and records about it
       evaluate_episodes(cfg, output, key, num_episodes)  # per-episode evaluation (PPO: an Evaluation)
       checked_state(carry) -> pytree                    # the part of the carry that must stay finite (default: all)
-      export_policies(cfg, output, seeds, path) -> [Path]  # trained policies in a format other tools load
+      place(cfg, shared) -> shared                      # shared (host arrays) placed for the programs (LM: a mesh)
+      export_policies(cfg, output, seeds, path, shared) -> [Path]  # trained policies in a format other tools load
 
 Every task's metrics end with ``non_finite`` (``ppo_jax.final_values.NON_FINITE``):
 ``step`` does not return it; ``ppo_jax.scan_updates``, the loop over updates of
@@ -97,6 +98,8 @@ class Task:
     """What the bounds are, in words (a report's normalizers say it)."""
     presets: str = ""
     """Module of the task's named presets (``CHOICES``, ``apply_preset(name, cfg)``): a spec's ``preset`` axis."""
+    memory_hint: str = "e.g. num_envs, num_steps"
+    """What lowers a run's memory, in the words of a refusal over the memory budget (``ppo_jax.sweep.program``)."""
 
     def __post_init__(self):
         if not self.command:
@@ -148,16 +151,24 @@ class Task:
     def finish(self, cfg, carry, metrics):
         return self.engine_module().finish(cfg, carry, metrics)
 
-    def evaluate(self, cfg, output, key) -> dict:
-        return self.engine_module().evaluate(cfg, output, key)
+    def evaluate(self, cfg, output, key, shared=None) -> dict:
+        """The engine's evaluation; ``shared`` (what ``prepare_shared`` made) is needed where the output is not the
+        whole policy (LM runs with LoRA: adapters on the shared SFT model)."""
+        return self.engine_module().evaluate(cfg, output, key, shared)
 
     def params_tree(self, output, shared) -> dict:
         return self.engine_module().params_tree(output, shared)
 
-    def export(self, cfg, output, seeds, path) -> list:
-        """The engine's ``export_policies(cfg, output, seeds, path)`` (trained policies other tools load), if any."""
+    def export(self, cfg, output, seeds, path, shared=None) -> list:
+        """The engine's ``export_policies(cfg, output, seeds, path, shared)`` (trained policies other tools load), if
+        any."""
         export = getattr(self.engine_module(), "export_policies", None)
-        return [] if export is None else export(cfg, output, seeds, path)
+        return [] if export is None else export(cfg, output, seeds, path, shared)
+
+    def place(self, cfg, shared):
+        """``shared`` where the run's programs take it: the engine's ``place`` (an LM run's ``--mesh``), else as it is."""
+        place = getattr(self.engine_module(), "place", None)
+        return shared if place is None or shared is None else place(cfg, shared)
 
     def describe_shared(self, cfg, shared) -> dict:
         describe = getattr(self.engine_module(), "describe_shared", None)

@@ -29,6 +29,7 @@ SECTIONS = {
         "ppo_jax.lm.loss_aggregation",
         "ppo_jax.lm.kl_estimators",
         "ppo_jax.lm.covariance_regularizers",
+        "ppo_jax.lm.rollout_correction",
     ),
     "Control (`ppo-jax train`, `task: ppo`)": ("ppo_jax.rl.envs", "ppo_jax.losses"),
 }

@@ -222,3 +222,72 @@ def test_a_stop_holds_for_the_rest_of_the_call():
     assert metrics["counter"] == pytest.approx((0 + 1 + 2 + 3 + 4 + 4) / 6)
     expected_params, expected_metrics, _ = reference(batch, perms, sgd(), stop=stop, target_row=target_row)
     assert_matches(new_state.params, metrics, expected_params, expected_metrics)
+
+
+# ----------------------------------------------------------------------------- micro-batches (gradient accumulation)
+
+
+@pytest.mark.parametrize("micro_batches", [2, 4])
+def test_micro_batches_of_a_row_mean_take_the_minibatch_step(micro_batches):
+    # The loss is a mean over rows, so the mean of the micro-batches' gradients is the minibatch's: the same
+    # steps as the NumPy loop over whole minibatches (clipping exercised, as in test_matches_a_numpy_loop).
+    batch, max_norm = make_batch(), 2.0
+    tx = optax.chain(optax.clip_by_global_norm(max_norm), optax.sgd(LR))
+    state = TrainState.create(apply_fn=None, params=initial_params(), tx=tx)
+    fn = jax.jit(
+        lambda ts, b: minibatch_epochs(
+            ts, b, make_loss(), KEY, num_minibatches=M, update_epochs=E, micro_batches=micro_batches
+        )
+    )
+    new_state, metrics = jax.device_get(fn(state, batch))
+    expected_params, expected_metrics, _ = reference(batch, permutations(), sgd(max_norm))
+    assert_matches(new_state.params, metrics, expected_params, expected_metrics)
+
+
+WEIGHTS = np.array([3.0, 0.0, 1.0, 5.0, 2.0, 0.0, 4.0, 1.0, 1.0, 6.0, 2.0, 3.0], np.float32)  # as token counts
+
+
+def weighted_reference(batch, perms):
+    """SGD on sum_i w_i r_i^2 / sum_i w_i over each minibatch (a token mean: w_i a row's tokens), float64."""
+    params = {k: np.asarray(v, np.float64) for k, v in INIT.items()}
+    x, y = np.asarray(batch["x"], np.float64), np.asarray(batch["y"], np.float64)
+    for perm in perms:
+        for j in range(M):
+            rows = perm[j * MB : (j + 1) * MB]
+            w = WEIGHTS[rows].astype(np.float64)
+            residual = x[rows] @ params["w"] + params["b"] - y[rows]
+            params["w"] = params["w"] - LR * 2.0 * x[rows].T @ (w * residual) / w.sum()
+            params["b"] = params["b"] - LR * 2.0 * (w * residual).sum() / w.sum()
+    return params
+
+
+def test_totals_make_a_token_mean_exact_over_micro_batches():
+    # Rows of unequal weight (token counts): a mean of the micro-batches' own weighted means is not the
+    # minibatch's; with ``totals`` (the minibatch's weight sum) each micro-batch returns m x its share, exactly.
+    batch = {**make_batch(), "weight": WEIGHTS}
+    m = 2
+
+    def share(params, micro, total):
+        residual = micro["x"] @ params["w"] + params["b"] - micro["y"]
+        return m * jnp.sum(micro["weight"] * residual**2) / total, {}
+
+    def own_mean(params, micro):
+        residual = micro["x"] @ params["w"] + params["b"] - micro["y"]
+        return jnp.sum(micro["weight"] * residual**2) / jnp.sum(micro["weight"]), {}
+
+    state = TrainState.create(apply_fn=None, params=initial_params(), tx=optax.sgd(LR))
+    common = dict(num_minibatches=M, update_epochs=E, micro_batches=m)
+    exact, _ = jax.jit(
+        lambda ts, b: minibatch_epochs(ts, b, share, KEY, totals=lambda mb: mb["weight"].sum(), **common)
+    )(state, batch)
+    naive, _ = jax.jit(lambda ts, b: minibatch_epochs(ts, b, own_mean, KEY, **common))(state, batch)
+    expected = weighted_reference(batch, permutations())
+    for name in ("w", "b"):
+        np.testing.assert_allclose(exact.params[name], expected[name], rtol=2e-5, atol=1e-6, err_msg=name)
+    assert np.abs(np.asarray(naive.params["w"]) - expected["w"]).max() > 1e-3  # the test can tell them apart
+
+
+def test_micro_batches_must_divide_the_minibatch():
+    state = TrainState.create(apply_fn=None, params=initial_params(), tx=optax.sgd(LR))
+    with pytest.raises(ValueError, match="micro_batches 3 does not divide the minibatch of 4 rows"):
+        minibatch_epochs(state, make_batch(), make_loss(), KEY, num_minibatches=M, update_epochs=E, micro_batches=3)

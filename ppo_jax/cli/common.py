@@ -71,3 +71,17 @@ def seed_list(seed: int, num_seeds: int, flag: str = "--seed") -> list[int]:
 
 def fmt(x: float, digits: int = 2) -> str:
     return "nan" if x != x else f"{x:.{digits}f}"
+
+
+def initialize_distributed() -> None:
+    """``--distributed``: ``jax.distributed.initialize()``, which finds the cluster itself (SLURM, Open MPI, TPU pods);
+    ConfigError where it cannot. Call it before anything starts a JAX backend (importing gymnax does)."""
+    import jax
+
+    try:
+        jax.distributed.initialize()
+    except (ValueError, RuntimeError) as error:  # no cluster found: "coordinator_address should be defined."
+        raise ConfigError(
+            f"--distributed: jax.distributed.initialize() failed ({' '.join(str(error).split())}); "
+            "run under SLURM, Open MPI or on a TPU pod, or drop --distributed."
+        ) from None

@@ -36,6 +36,7 @@ def run_task(
     log=(),
     argv: list[str],
     allow_divergence: bool = False,
+    memory_budget: int | None = None,
 ) -> int:
     """``ppo_jax.runs.run`` with its lines printed; returns the exit status (see the module docstring)."""
     result = run(
@@ -51,6 +52,7 @@ def run_task(
         argv=argv,
         say=say,
         report=lambda result: print_result(task, options, result),
+        memory_budget=memory_budget,
     )
     if result.stopped_by is not None:
         return 128 + result.stopped_by

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import tyro
 
-from ppo_jax.cli.common import refuse_empty_out, say
+from ppo_jax.cli.common import initialize_distributed, refuse_empty_out, say
 from ppo_jax.errors import SpecError
 
 
@@ -54,15 +54,7 @@ class Sweep:
 def run_sweep(args: Sweep, argv: list[str]) -> int:
     refuse_empty_out(argv)
     if args.distributed and not args.dry_run:
-        import jax
-
-        try:
-            jax.distributed.initialize()  # before anything starts a backend (importing gymnax does)
-        except (ValueError, RuntimeError) as error:  # no cluster found: "coordinator_address should be defined."
-            raise SpecError(
-                f"--distributed: jax.distributed.initialize() failed ({' '.join(str(error).split())}); "
-                "run under SLURM, Open MPI or on a TPU pod, or drop --distributed."
-            ) from None
+        initialize_distributed()
     from ppo_jax import sweep
 
     spec = sweep.load_spec(args.spec)  # every spec error before anything compiles

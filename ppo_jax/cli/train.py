@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 import tyro
 
-from ppo_jax.cli.common import flag_value, refuse_empty_out, say, seed_list, typed_flags
+from ppo_jax.cli.common import flag_value, initialize_distributed, refuse_empty_out, say, seed_list, typed_flags
 from ppo_jax.cli.resume import given_flags, resumed_run
 from ppo_jax.cli.run_task import run_task
 from ppo_jax.config_fields import field_names, refuse_inert
@@ -95,6 +95,8 @@ class SequenceFlags(RunFlags):
     """Seed of the SFT model (and reward model), shared by every run (default: --seed)."""
     clip_eps: float | None = None
     """Set --clip-eps-low and --clip-eps-high to this one value (PPO's symmetric clip range)."""
+    memory_budget: Annotated[str | None, tyro.conf.arg(metavar="SIZE")] = None
+    """Memory per device for one update, e.g. 24GiB or 500MB (default: 90% of an accelerator's memory; on CPU half the RAM). The update program is compiled on abstract shapes before pretraining and its estimate printed; above this the run is refused (exit 2) with what to try (--remat, --micro-batches, ...): ppo_jax/memory_estimate.py."""
 
 
 def symmetric_clip(args: SequenceFlags, cfg, argv: list[str]):
@@ -151,6 +153,8 @@ class Lm(SequenceFlags):
 
     preset: LmPreset = "grpo"
     """Published recipe to start from (see ppo_jax/lm/presets.py and docs/lm.md); none: the defaults below as they are."""
+    distributed: Switch = False
+    """Call jax.distributed.initialize() first (SLURM, Open MPI, TPU pods): --mesh spans every host's devices, each host runs the same program on its shards, process 0 alone writes --out. Not with --checkpoint-every or --resume (checkpoints are written from one process)."""
     config: Annotated[LmConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
         default_factory=LmConfig
     )
@@ -218,6 +222,8 @@ def run_rlhf(args: Rlhf, argv: list[str]) -> int:
 
 
 def run_lm(args: Lm, argv: list[str]) -> int:
+    if args.distributed:
+        args = distributed_args(args)
     cfg = args.config
     if args.preset != lm_presets.NONE and not args.resume:
         # A preset value that depends on other fields (dapo's overlong buffer, a fifth of the response length)
@@ -238,6 +244,20 @@ def run_lm(args: Lm, argv: list[str]) -> int:
         chunk_size=parse_chunk_size(args.chunk_size, len(seeds)),
     )
     return _run(LM, args, cfg, options, argv)
+
+
+def distributed_args(args: Lm) -> Lm:
+    """``--distributed``: jax.distributed started, and the flags of this process (process 0 writes --out and shows
+    progress; the others run the same program without them)."""
+    for flag, value in (("--checkpoint-every", args.checkpoint_every), ("--resume", args.resume)):
+        if value:
+            raise ConfigError(
+                f"{flag} is not supported with --distributed yet: checkpoints are written by one process."
+            )
+    initialize_distributed()
+    import jax
+
+    return args if jax.process_index() == 0 else dataclasses.replace(args, out=None, force=False, progress=False)
 
 
 FLAG_ALIASES = {"clip_eps": ("clip_eps_low", "clip_eps_high")}
@@ -280,4 +300,16 @@ def _run(task: Task, args: RunFlags, cfg, options: RunOptions, argv: list[str]) 
         log=args.log,
         argv=argv,
         allow_divergence=args.allow_divergence,
+        memory_budget=memory_budget(args),
     )
+
+
+def memory_budget(args: RunFlags) -> int | None:
+    """``--memory-budget`` in bytes (default: the device's, ``sweep.program.default_memory_budget``); None for a
+    command without the flag (``ppo-jax train``)."""
+    if not isinstance(args, SequenceFlags):
+        return None
+    from ppo_jax.sweep.plan import parse_bytes
+    from ppo_jax.sweep.program import default_memory_budget
+
+    return default_memory_budget() if args.memory_budget is None else parse_bytes(args.memory_budget)

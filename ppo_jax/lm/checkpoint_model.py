@@ -17,10 +17,11 @@ import jax
 
 from ppo_jax.lm import problems, tokens
 from ppo_jax.lm.checkpoint_vocab import VocabMap, engine_config, vocab_map
-from ppo_jax.lm.decoder import Decoder, generate, run  # noqa: F401 - the interface models dispatches to
+from ppo_jax.lm.decoder import Decoder, generate, run, sample  # noqa: F401 - the interface models dispatches to
 from ppo_jax.lm.decoder import init_params as fresh_params
 from ppo_jax.lm.decoder_config import CheckpointError, DecoderConfig, from_hf
 from ppo_jax.lm.hf_tensors import check_tensors, read_params
+from ppo_jax.lm.memory_switches import decoder_dtypes
 from ppo_jax.lm.text_tokenizer import load_tokenizer
 
 
@@ -73,12 +74,15 @@ def checkpoint_vocab_map(cfg) -> VocabMap:
 
 
 def build(cfg, vocab: int, out_dim: int, *, head_gain: float = 1.0) -> CheckpointDecoder:
-    """The ``MODELS`` entry's build: the policy (``out_dim == vocab``: the checkpoint's LM head) or a value model."""
+    """The ``MODELS`` entry's build: the policy (``out_dim == vocab``: the checkpoint's LM head) or a value model, in
+    ``cfg``'s dtypes (``memory_switches.decoder_dtypes``; "": the checkpoint's) and with its remat."""
     mapping = checkpoint_vocab_map(cfg)
+    config = engine_config(checkpoint_config(cfg.model))
     return CheckpointDecoder(
-        engine_config(checkpoint_config(cfg.model)),
+        dataclasses.replace(config, **decoder_dtypes(cfg, config.param_dtype)),
         out_dim=0 if out_dim == vocab else out_dim,
         head_gain=head_gain,
+        remat=cfg.remat,
         source=cfg.model,
         swap=(mapping.pad, mapping.eos),
     )

@@ -31,6 +31,7 @@ from ppo_jax.lm.models import MODELS
 from ppo_jax.lm.policy_objectives import POLICY_LOSSES, RATIOS
 from ppo_jax.lm.problems import PROBLEMS
 from ppo_jax.lm.reward_model import REWARD_MODELS
+from ppo_jax.lm.rollout_correction import ROLLOUT_CORRECTIONS
 from ppo_jax.lm.sampling import SamplingParams, sampling_params
 from ppo_jax.lm.text_problems import TextProblem  # noqa: F401 - registers the text problems before PROBLEMS.literal()
 from ppo_jax.schedules import Schedule
@@ -46,6 +47,7 @@ SWITCH_TABLES = (
     KL_MODES,
     KL_ESTIMATORS,
     COVARIANCE_REGULARIZERS,
+    ROLLOUT_CORRECTIONS,
 )
 """Every switch family of an LmConfig, each a ``ppo_jax.registry.Registry`` beside its formulas: the field's
 allowed values, what each variant reads (the rest is inert), the validation messages and docs/switches.md
@@ -61,6 +63,7 @@ LossAgg = LOSS_AGGREGATIONS.literal()
 KlMode = KL_MODES.literal()
 KlEstimator = KL_ESTIMATORS.literal()
 CovReg = COVARIANCE_REGULARIZERS.literal()
+RolloutIs = ROLLOUT_CORRECTIONS.literal()
 
 PRETRAIN_FIELDS = (
     "sft_steps",
@@ -152,6 +155,9 @@ class LmConfig(ConfigBase):
     """Adapt beta towards kl_target after every update (Ziegler et al. 2019); off: beta is fixed."""
     cov_reg: CovReg = static("none")
     """Entropy control of Cui et al. (2025): a name in ``covariance_regularizers.COVARIANCE_REGULARIZERS``."""
+    rollout_is: RolloutIs = static("none")
+    """Correction of the sampler-trainer mismatch (sampler_dtype): a name in ``rollout_correction.ROLLOUT_CORRECTIONS``
+    (none, token-level truncated importance sampling, sequence-level masking)."""
     dynamic_sampling: bool = static(False)
     """DAPO's dynamic sampling with fixed shapes: groups whose rewards are all equal are masked out of the loss."""
     overlong_buffer: int = static(0)
@@ -173,6 +179,32 @@ class LmConfig(ConfigBase):
     eval_samples: int = static(0)
     """Samples per evaluation prompt for the pass@k curve (k = 1, 2, 4, ... up to it; Yue et al. 2025 use 256);
     0: group_size. At least group_size."""
+    mesh: str = static("")
+    """Devices of one run: ``data=D,fsdp=F[,tensor=T]`` (their product the devices used): the batch split over data
+    and fsdp, parameters, optimizer state and the reference split over fsdp (tensor: heads and MLP width), by the
+    logical-axis rules of ``ppo_jax.lm.sharding``; "": one device. Metrics equal one device's to float tolerance."""
+    remat: bool = static(False)
+    """decoder / checkpoint models: recompute each layer's activations in the backward pass (``jax.checkpoint``)
+    instead of storing them: less memory, the same gradients, more compute."""
+    param_dtype: str = static("")
+    """decoder / checkpoint models: dtype of the stored (master) weights, the ones the optimizer updates, float32 or
+    bfloat16; "": float32 (also for a bfloat16 checkpoint: Adam on bfloat16 weights loses small updates)."""
+    compute_dtype: str = static("")
+    """decoder / checkpoint models: dtype of the matmuls and activations (float32 or bfloat16; logits and softmax
+    stay float32); "": param_dtype. bfloat16 with float32 master weights is mixed-precision training."""
+    sampler_dtype: str = static("")
+    """decoder / checkpoint models: compute dtype of the rollout sampler (its log-probs are recorded beside the
+    trainer's recomputed ones: the sampler-trainer mismatch); "": compute_dtype."""
+    micro_batches: int = static(1)
+    """Gradient accumulation: each minibatch's gradient is accumulated over this many micro-batches computed one
+    after another (the same step to float rounding: the loss's denominators are the whole minibatch's; less
+    activation memory); divides the minibatch's sequences; not with cov_reg or top_entropy_quantile < 1."""
+    lora_rank: int = static(0)
+    """decoder / checkpoint models: train low-rank adapters of this rank on lora_targets, the base frozen (Hu et al.
+    2022); the reference is the base with the adapters off. 0: full fine-tuning. SFT always trains every weight (it
+    builds the base); the critic is always a full model (``lora.py``)."""
+    lora_targets: str = static("q,k,v,o,gate,up,down")
+    """With lora_rank > 0: the projections given adapters, comma-separated among q, k, v, o, gate, up, down."""
 
     # ----- traced float32 leaves: vmappable, no recompilation -----
     lr: float = leaf(3e-4)
@@ -207,6 +239,8 @@ class LmConfig(ConfigBase):
     """Final evaluation's top-k (0: off)."""
     eval_top_p: float = leaf(1.0)
     """Final evaluation's top-p (1: off)."""
+    lora_alpha: float = leaf(16.0)
+    """With lora_rank > 0: the adapters' output is scaled by lora_alpha / lora_rank (Hu et al. 2022)."""
     clip_cov_fraction: float = leaf(2e-4)
     """clip_cov: share of response tokens whose gradient is detached."""
     clip_cov_low: float = leaf(1.0)
@@ -217,6 +251,11 @@ class LmConfig(ConfigBase):
     """kl_cov: share of response tokens (largest covariance) that get the penalty."""
     kl_cov_coef: float = leaf(1.0)
     """kl_cov: coefficient of |log pi - log pi_old| on the picked tokens."""
+    rollout_is_threshold: float = leaf(2.0)
+    """rollout_is token: the importance weight pi_old / pi_sampler is truncated at it; sequence: the upper bound of
+    a kept response's prod_t pi_old / pi_sampler (verl's default 2)."""
+    rollout_is_threshold_low: float = leaf(0.5)
+    """rollout_is sequence: the lower bound of a kept response's prod_t pi_old / pi_sampler (verl: 1 / threshold)."""
     adv_eps: float = leaf(1e-6)
     """Added to the standard deviation that grpo and the reinforce_pp family divide by."""
     format_reward: float = leaf(0.0)
@@ -257,6 +296,7 @@ class LmConfig(ConfigBase):
         "kl_estimator",
         "kl_adaptive",
         "cov_reg",
+        "rollout_is",
         "dynamic_sampling",
         "clip_vloss",
         "lr_schedule",
@@ -320,6 +360,8 @@ class LmConfig(ConfigBase):
             inert["overlong_coef"] = "the overlong punishment is off (overlong_buffer: 0)"
         if self.eval_prompts == 0:
             inert.update(dict.fromkeys(EVAL_SAMPLING_FIELDS, "there is no final evaluation (eval_prompts: 0)"))
+        if self.lora_rank == 0:
+            inert.update(dict.fromkeys(("lora_alpha", "lora_targets"), "LoRA is off (lora_rank: 0)"))
         if self.sft_steps == 0:
             reason = "there is no SFT (sft_steps: 0)"
             inert.update(dict.fromkeys(("sft_lr", "demo_noise", "sft_target_accuracy", "sft_eval_every"), reason))

@@ -18,6 +18,7 @@ Parameters (``init_params``, or ``checkpoints.load_checkpoint``), ``L`` layers,
 ``k``/``v [D, K*Dh]``, ``o [H*Dh, D]``, optional ``q_bias``/``k_bias``/``v_bias``
 and ``o_bias``, ``q_norm``/``k_norm [Dh]``, ``mlp_norm [D]``, ``gate``/``up [D, F]``,
 ``down [F, D]``. Kernels are ``[in, out]`` (Hugging Face stores ``[out, in]``).
+LoRA (``lora.with_base``) adds ``<name>_lora_a [L, in, r]`` and ``<name>_lora_b [L, r, out]`` beside a kernel.
 
 Batches may be left-padded: ``attention_mask [B, T]`` is 0 on padding, a token's
 rotary position is the number of real tokens before it (as transformers' generate
@@ -36,7 +37,7 @@ import numpy as np
 from jax import lax
 
 from ppo_jax.initializers import orthogonal
-from ppo_jax.lm import sampling
+from ppo_jax.lm import sampling, sharding
 from ppo_jax.lm.decoder_config import DecoderConfig
 from ppo_jax.lm.rope import rotate, rotation
 
@@ -48,6 +49,7 @@ class Decoder:
     config: DecoderConfig
     out_dim: int = 0  # 0: logits over the vocabulary (the policy); 1: a value or reward model
     head_gain: float = 1.0  # orthogonal init gain of a fresh head (0.01 for a fresh policy)
+    remat: bool = False  # recompute each layer's activations in the backward pass (``forward``)
 
     @property
     def has_head(self) -> bool:
@@ -147,11 +149,19 @@ def attend(query: jax.Array, keys: jax.Array, values: jax.Array, visible: jax.Ar
     return jnp.einsum("bkgts,bskd->btkgd", weights, values).reshape(B, T, H, Dh)
 
 
-def _project(h: jax.Array, layer: dict, name: str, heads: int) -> jax.Array:
+def _linear(h: jax.Array, layer: dict, name: str) -> jax.Array:
+    """``h @ W`` for kernel ``name``, plus its bias if any and its LoRA term ``(h @ A) @ B`` if ``with_base`` attached
+    adapters (``<name>_lora_a [in, r]``, ``<name>_lora_b [r, out]`` already scaled by alpha / r; ``lora.py``)."""
     out = h @ layer[name].astype(h.dtype)
+    if f"{name}_lora_a" in layer:
+        out = out + (h @ layer[f"{name}_lora_a"].astype(h.dtype)) @ layer[f"{name}_lora_b"].astype(h.dtype)
     if f"{name}_bias" in layer:
         out = out + layer[f"{name}_bias"].astype(h.dtype)
-    return out.reshape(*h.shape[:-1], heads, -1)
+    return out
+
+
+def _project(h: jax.Array, layer: dict, name: str, heads: int) -> jax.Array:
+    return _linear(h, layer, name).reshape(*h.shape[:-1], heads, -1)
 
 
 def block(
@@ -176,20 +186,17 @@ def block(
     cache_keys = lax.dynamic_update_slice(cache_keys, key.astype(cache_keys.dtype), (0, start, 0, 0))
     cache_values = lax.dynamic_update_slice(cache_values, value.astype(cache_values.dtype), (0, start, 0, 0))
     attended = attend(query, cache_keys, cache_values, visible).reshape(*x.shape[:-1], -1)
-    out = attended @ layer["o"].astype(x.dtype)
-    if "o_bias" in layer:
-        out = out + layer["o_bias"].astype(x.dtype)
-    x = x + out
+    x = x + _linear(attended, layer, "o")
     h = rms_norm(x, layer["mlp_norm"], eps)
-    gated = jax.nn.silu(h @ layer["gate"].astype(h.dtype)) * (h @ layer["up"].astype(h.dtype))
-    return x + gated @ layer["down"].astype(h.dtype), cache_keys, cache_values
+    gated = jax.nn.silu(_linear(h, layer, "gate")) * _linear(h, layer, "up")
+    return x + _linear(gated, layer, "down"), cache_keys, cache_values
 
 
 def empty_cache(model: Decoder, batch_size: int, length: int) -> KVCache:
     c = model.config
     shape = (c.num_layers, batch_size, length, c.num_kv_heads, c.head_dim)
     zeros = jnp.zeros(shape, _dtype(c.compute_dtype))
-    return KVCache(zeros, zeros)
+    return sharding.constrain_cache(KVCache(zeros, zeros))  # on a mesh: batch over (data, fsdp), heads over tensor
 
 
 def forward(
@@ -205,7 +212,9 @@ def forward(
 
     ``key_mask [B, S]`` (S the cache length): 1 where a cache position holds a real
     token; a query sees the real cache positions at or before its own index.
-    Returns ``(outputs [B, T, out] float32, cache)``.
+    Returns ``(outputs [B, T, out] float32, cache)``. With ``model.remat`` each layer of the scan is a
+    ``jax.checkpoint`` saving nothing but its input (policy ``nothing_saveable``): the backward pass recomputes the
+    layer, so activation memory is one layer's plus ``L`` hidden states instead of every layer's intermediates.
     """
     c = model.config
     compute = _dtype(c.compute_dtype)
@@ -219,6 +228,8 @@ def forward(
         x, cache_keys, cache_values = block(c, layer, x, cache_keys, cache_values, rope, visible, start)
         return x, (cache_keys, cache_values)
 
+    if model.remat:  # keep each layer's input only; the backward pass recomputes the rest (Chen et al. 2016)
+        layer_step = jax.checkpoint(layer_step, policy=jax.checkpoint_policies.nothing_saveable)
     x, (keys, values) = lax.scan(layer_step, x, (params["layers"], cache.keys, cache.values))
     x = rms_norm(x, params["norm"], c.rms_norm_eps)
     head = params["head"] if model.has_head else params["embed"].T
@@ -239,17 +250,23 @@ def logits(model: Decoder, params: dict, tokens: jax.Array, attention_mask: jax.
 
 
 def padding_mask(model: Decoder, tokens: jax.Array) -> jax.Array:
-    """``[B, T]`` int32: 0 where a token is the config's pad token (left padding of a prompt; after an EOS)."""
+    """``[B, T]`` int32: 0 on a row's left padding (the pad tokens before its first other token), 1 elsewhere.
+
+    A pad token after that (one a policy sampled inside its response, or the fill after an EOS) is a token like any
+    other, as ``decode`` fed it to the sampler: masking it would change the context of every later token, so the
+    trainer's log-probs would differ from the sampler's (17 nats on a response of the lab's SFT decoder that sampled
+    a PAD: ``rollout_correction.py``'s mismatch_kl).
+    """
     if model.config.pad_token_id is None:
         return jnp.ones_like(tokens)
-    return (tokens != model.config.pad_token_id).astype(jnp.int32)
+    return (jnp.cumsum(tokens != model.config.pad_token_id, axis=-1) > 0).astype(jnp.int32)
 
 
 def run(model: Decoder, params: dict, tokens: jax.Array) -> jax.Array:
-    """Outputs ``[B, T, out]`` for ``tokens [B, T]`` (the lab's interface, ``models.run``); pad tokens are masked.
+    """Outputs ``[B, T, out]`` for ``tokens [B, T]`` (the lab's interface, ``models.run``); left padding is masked.
 
-    A prompt may be left-padded; the pad after a response's EOS is masked too, which
-    changes no output at or before the EOS (causal attention).
+    A prompt may be left-padded (``padding_mask``); the fill after a response's EOS is
+    attended to as ``decode`` did, which changes no output at or before the EOS (causal attention).
     """
     return logits(model, params, tokens, padding_mask(model, tokens))
 
@@ -313,9 +330,22 @@ def generate(
 ) -> jax.Array:
     """Responses ``[B, L]`` sampled with ``knobs`` (None: temperature 1) for ``prompt [B, P]``, left-padded with the
     pad token (the lab's ``models.generate``)."""
+    return sample(model, params, key, prompt, max_response_len, knobs)[0]
+
+
+def sample(
+    model: Decoder,
+    params: dict,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+) -> Generation:
+    """``generate``'s responses ``[B, L]`` and the log-prob ``[B, L]`` (float32) each token was drawn with, 0 after
+    the first EOS, computed in the model's compute dtype (the lab's ``models.sample``)."""
     mask = padding_mask(model, prompt)
     knobs = sampling.sampling_params() if knobs is None else knobs
-    return decode(model, params, prompt, mask, max_response_len, key, knobs).tokens
+    return decode(model, params, prompt, mask, max_response_len, key, knobs)
 
 
 def parameter_count(model: Decoder) -> int:

@@ -78,6 +78,19 @@ def generate(
 ) -> jax.Array:
     """Sample responses ``[B, L]`` for ``prompt [B, P]`` with ``sampling.sample`` (``knobs``; None: temperature 1,
     no truncation); PAD after the first EOS."""
+    return sample(model, params, key, prompt, max_response_len, knobs)[0]
+
+
+def sample(
+    model: SeqModel,
+    params,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+) -> tuple[jax.Array, jax.Array]:
+    """``generate``'s responses ``[B, L]`` and the log-prob ``[B, L]`` (float32) each token was drawn with, 0 after
+    the first EOS (the lab's ``models.sample``)."""
     knobs = sampling.sampling_params() if knobs is None else knobs
     carry = jnp.zeros(prompt.shape[:1] + (model.hidden_dim,), jnp.float32)
     carry, outputs = _scan(model, params, carry, prompt)
@@ -85,9 +98,10 @@ def generate(
 
     def step(state, step_key):
         carry, logits, ended = state
-        token = jnp.where(ended, PAD, sampling.sample(step_key, logits, knobs)[0])
+        token, log_prob = sampling.sample(step_key, logits, knobs)
+        token, log_prob = jnp.where(ended, PAD, token), jnp.where(ended, 0.0, log_prob)
         carry, logits = model.apply(params, carry, token)
-        return (carry, logits, ended | (token == EOS)), token
+        return (carry, logits, ended | (token == EOS)), (token, log_prob)
 
-    _, response = lax.scan(step, (carry, outputs[:, -1], ended), jax.random.split(key, max_response_len))
-    return response.T
+    _, (response, log_probs) = lax.scan(step, (carry, outputs[:, -1], ended), jax.random.split(key, max_response_len))
+    return response.T, log_probs.T

@@ -52,7 +52,8 @@ from ppo_jax.registry import Registry
 
 class Aggregation(NamedTuple):
     fn: Callable
-    """``fn(losses [M, L] (0 off the mask), lengths [M], num_present) -> scalar``."""
+    """``fn(losses [M, L] (0 off the mask), lengths [M], num_tokens, num_present) -> scalar``: the counts are the
+    denominators (at least 1), of the whole minibatch when ``aggregate`` is given its totals."""
     doc: str
     reference: str = ""
 
@@ -61,7 +62,7 @@ LOSS_AGGREGATIONS: Registry[Aggregation] = Registry("loss_agg", "loss aggregatio
 LOSS_AGGREGATIONS.register(
     "token-mean",
     Aggregation(
-        lambda losses, lengths, present: losses.sum() / jnp.maximum(lengths.sum(), 1),
+        lambda losses, lengths, tokens, present: losses.sum() / tokens,
         "sum of the token losses / response tokens",
         "Yu et al. 2025 (DAPO), sec. 3.3; PPO-RLHF",
     ),
@@ -69,7 +70,7 @@ LOSS_AGGREGATIONS.register(
 LOSS_AGGREGATIONS.register(
     "seq-mean-token-mean",
     Aggregation(
-        lambda losses, lengths, present: (losses.sum(-1) / jnp.maximum(lengths, 1)).sum() / present,
+        lambda losses, lengths, tokens, present: (losses.sum(-1) / jnp.maximum(lengths, 1)).sum() / present,
         "mean over present responses of each one's token mean",
         "Shao et al. 2024 (GRPO), eq. 3",
     ),
@@ -77,28 +78,36 @@ LOSS_AGGREGATIONS.register(
 LOSS_AGGREGATIONS.register(
     "seq-mean-token-sum",
     Aggregation(
-        lambda losses, lengths, present: losses.sum() / present,
+        lambda losses, lengths, tokens, present: losses.sum() / present,
         "mean over present responses of each one's token sum",
     ),
 )
 LOSS_AGGREGATIONS.register(
     "seq-mean-token-sum-norm",
     Aggregation(
-        lambda losses, lengths, present: losses.sum() / (present * losses.shape[-1]),
+        lambda losses, lengths, tokens, present: losses.sum() / (present * losses.shape[-1]),
         "sum of the token losses / (present responses x L)",
         "Liu et al. 2025 (Dr. GRPO)",
     ),
 )
 
 
-def aggregate(per_token: jax.Array, mask: jax.Array, mode: str) -> jax.Array:
+def counts(mask: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(response tokens, present rows)`` of ``mask [M, L]``, each at least 1: the modes' denominators."""
+    lengths = mask.sum(-1)
+    return jnp.maximum(lengths.sum(), 1), jnp.maximum((lengths > 0).sum(), 1)
+
+
+def aggregate(per_token: jax.Array, mask: jax.Array, mode: str, totals=None) -> jax.Array:
     """Scalar loss of ``per_token [M, L]`` over the True entries of ``mask [M, L]`` by ``mode`` (static).
 
-    Masked entries enter through ``jnp.where``: they get exactly zero gradient
-    even when they hold inf or NaN.
+    ``totals``: ``(tokens, present rows, scale)`` of the whole minibatch when this is one of its micro-batches
+    (``ppo_jax.minibatch_epochs``): the sums run over this call's rows, the denominators are the minibatch's
+    divided by ``scale`` (the number of micro-batches), so the mean of the micro-batches' results is the
+    minibatch's. None: this call is the minibatch. Masked entries enter through ``jnp.where``: they get exactly
+    zero gradient even when they hold inf or NaN.
     """
     aggregation = LOSS_AGGREGATIONS[mode]
     losses = jnp.where(mask, per_token, 0.0)
-    lengths = mask.sum(-1)
-    num_present = jnp.maximum((lengths > 0).sum(), 1)
-    return aggregation.fn(losses, lengths, num_present)
+    tokens, present, scale = (*counts(mask), 1) if totals is None else totals
+    return aggregation.fn(losses, mask.sum(-1), tokens / scale, present / scale)

@@ -46,6 +46,11 @@ LM_METRIC_NAMES = (
     "zero_variance_groups",
     "kept_fraction",
     "beta",
+    "mismatch_kl",
+    "mismatch_k3_kl",
+    "rollout_is_mean",
+    "rollout_is_truncated",
+    "rollout_is_masked",
     "policy_loss",
     "kl_loss",
     "value_loss",
@@ -70,7 +75,12 @@ well_formed, response_length (tokens, EOS included), truncated (share cut at max
 length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none),
 sample_entropy (exact entropy per response token of the policy that sampled, mean over the update's tokens), kl_ref
 (exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the configured estimator, summed), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
-(share of sequences in the loss: below 1 only with dynamic sampling), beta (the KL coefficient in effect). Loss (mean
+(share of sequences in the loss: below 1 only with dynamic sampling), beta (the KL coefficient in effect),
+mismatch_kl / mismatch_k3_kl (the sampler-trainer mismatch: the k1 / k3 estimate of KL(pi_sampler || pi_old) summed
+over a response's tokens; about 0 unless sampler_dtype differs from the compute dtype), rollout_is_mean (mean
+importance weight of rollout_is over the tokens its policy term keeps; 1 under none), rollout_is_truncated (share of
+tokens whose weight rollout_is token truncated), rollout_is_masked (share of responses rollout_is sequence dropped):
+``rollout_correction.mismatch_metrics``. Loss (mean
 over the minibatch steps): entropy (exact, per response token, of the policy being trained, aggregated as the loss),
 policy_loss, kl_loss (the KL term before beta; 0 unless kl_mode is loss), value_loss
 (0 without a critic), approx_kl (to the sampling policy), clip_low / clip_high / clip_dual (share of response tokens

@@ -4,13 +4,15 @@ transformer (``transformer.py``) or the GRU (``gru.py``).
 Every architecture's module has one interface, which this module dispatches on the
 model's class (the module defining it): ``init_params(model, key)``, ``run(model, params, tokens [B, T])
 -> [B, T, out_dim]`` (teacher forcing) and ``generate(model, params, key, prompt
-[B, P], L, knobs) -> [B, L]`` (``sampling.sample`` with the knobs, PAD after the first EOS). A run
+[B, P], L, knobs) -> [B, L]`` (``sampling.sample`` with the knobs, PAD after the first EOS), and ``sample``
+with the same arguments: those tokens and the log-prob ``[B, L]`` each was drawn with (0 after the EOS). A run
 has a policy (actor and reference; ``out_dim = vocab``, head gain 0.01) and a
 scalar model (critic and reward model; one output), of one architecture.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -23,7 +25,8 @@ import jax.numpy as jnp
 from ppo_jax.errors import ConfigError
 from ppo_jax.lm import checkpoint_model, decoder, gru, problems, tokens, transformer
 from ppo_jax.lm.checkpoint_model import checkpoint_config, is_checkpoint_path
-from ppo_jax.lm.decoder_config import DecoderConfig
+from ppo_jax.lm.decoder_config import DTYPES, DecoderConfig
+from ppo_jax.lm.memory_switches import decoder_dtypes
 from ppo_jax.lm.rope import RopeParams
 from ppo_jax.lm.sampling import SamplingParams
 from ppo_jax.registry import Registry
@@ -42,6 +45,8 @@ class Architecture(NamedTuple):
     reads: tuple[str, ...] = ()
     check: Callable = lambda cfg: None
     """``check(cfg)``: ConfigError for sizes it cannot build, before anything compiles."""
+    decoder_family: bool = False
+    """Builds ``decoder.Decoder`` models: remat and the dtypes apply (``memory_switches``)."""
 
 
 def _gru(cfg, vocab, out_dim, **head):
@@ -78,11 +83,13 @@ def lab_decoder_config(cfg) -> DecoderConfig:
         rope=RopeParams("default", 10000.0),
         eos_token_ids=(tokens.EOS,),
         pad_token_id=tokens.PAD,
+        **decoder_dtypes(cfg, "float32"),
     )
 
 
 def _decoder(cfg, vocab, out_dim, *, head_gain=1.0):
-    return decoder.Decoder(lab_decoder_config(cfg), out_dim=0 if out_dim == vocab else out_dim, head_gain=head_gain)
+    out_dim = 0 if out_dim == vocab else out_dim
+    return decoder.Decoder(lab_decoder_config(cfg), out_dim=out_dim, head_gain=head_gain, remat=cfg.remat)
 
 
 def _check_transformer(cfg) -> None:
@@ -99,6 +106,7 @@ CHECKPOINT = Architecture(
     "Touvron et al. 2023; Yang et al. 2024, 2025",
     (),
     checkpoint_model.check,
+    decoder_family=True,
 )
 
 
@@ -141,6 +149,7 @@ MODELS.register(
         "Touvron et al. 2023",
         ("model_dim", "num_layers", "num_heads"),
         _check_decoder,
+        decoder_family=True,
     ),
 )
 MODELS.register(
@@ -154,6 +163,12 @@ MODELS.register(
     ),
 )
 MODELS.register("gru", Architecture(_gru, "GRU over tokens", "Cho et al. 2014", ("embed_dim", "hidden_dim")))
+
+
+def is_decoder_family(cfg) -> bool:
+    """Whether ``cfg.model`` is a Llama-family decoder (the lab's, or a checkpoint directory): the models with remat
+    and a choice of dtypes (``memory_switches``)."""
+    return MODELS[cfg.model].decoder_family
 
 
 def make_models(cfg) -> Models:
@@ -181,6 +196,43 @@ def generate(
 ) -> jax.Array:
     """Responses ``[B, L]`` for ``prompt [B, P]`` drawn by ``sampling.sample`` with ``knobs``; PAD after the first EOS."""
     return _module(model).generate(model, params, key, prompt, max_response_len, knobs)
+
+
+def sample(
+    model: nn.Module, params, key: jax.Array, prompt: jax.Array, max_response_len: int, knobs: SamplingParams
+) -> tuple[jax.Array, jax.Array]:
+    """``generate``'s responses ``[B, L]`` (the same tokens for the same key) and the log-prob ``[B, L]`` (float32)
+    each was drawn with: of ``sampling.sample``'s tempered, truncated distribution (what ``sampling.token_log_prob``
+    scores), computed by the sampler itself; 0 after the first EOS."""
+    return tuple(_module(model).sample(model, params, key, prompt, max_response_len, knobs))
+
+
+SAMPLER_DTYPES = DTYPES
+"""The compute dtypes a rollout sampler may run in (``cfg.sampler_dtype``; "" is the training compute dtype)."""
+
+
+def check_sampler_dtype(cfg) -> None:
+    """ConfigError for a ``sampler_dtype`` outside ``SAMPLER_DTYPES``, or on a model without compute dtypes."""
+    if not cfg.sampler_dtype:
+        return
+    if cfg.sampler_dtype not in SAMPLER_DTYPES:
+        raise ConfigError(
+            f"sampler_dtype {cfg.sampler_dtype!r} is not a compute dtype; choose one of {', '.join(SAMPLER_DTYPES)} "
+            '(or "" to sample in the training compute dtype).'
+        )
+    if not is_decoder_family(cfg):
+        raise ConfigError(
+            f"sampler_dtype={cfg.sampler_dtype} needs a model with a compute dtype: model decoder or a checkpoint "
+            f"directory (model {cfg.model} computes in float32 only); leave sampler_dtype empty."
+        )
+
+
+def sampler_model(cfg, policy: nn.Module) -> nn.Module:
+    """The policy as the rollout samples with it: ``policy`` computing in ``cfg.sampler_dtype`` (the same parameters;
+    decoder models), or ``policy`` itself when sampler_dtype is ""."""
+    if not cfg.sampler_dtype:
+        return policy
+    return dataclasses.replace(policy, config=dataclasses.replace(policy.config, compute_dtype=cfg.sampler_dtype))
 
 
 def response_outputs(model: nn.Module, params, sequence: jax.Array, prompt_len: int) -> jax.Array:

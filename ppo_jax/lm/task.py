@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.lm.config import PRETRAIN_FIELDS, LmConfig, RlhfConfig
+from ppo_jax.lm.memory_switches import WHAT_TO_TRY
 from ppo_jax.lm.metrics import LM_EVAL_NAMES, LM_METRIC_NAMES, RLHF_METRIC_NAMES
 from ppo_jax.task_contract import Task
 
@@ -42,6 +43,7 @@ RLHF = Task(
     steps_per_update_fields=("num_prompts", "group_size"),
     command="rlhf",
     presets="ppo_jax.lm.presets",
+    memory_hint=WHAT_TO_TRY,
 )
 """The score a report ranks by is the programmatic one (true_score): the reward model's ``score`` is a proxy that
 PPO can over-optimise (Gao et al. 2022). Final values: mean over the last 10% of updates."""
@@ -65,6 +67,7 @@ LM = Task(
     command="lm",
     unit="sequences",
     presets="ppo_jax.lm.presets",
+    memory_hint=WHAT_TO_TRY,
 )
 """Judged by sampled pass@1 over the last 10% of updates; the final evaluation adds pass@1 and pass@group_size on
 ``eval_prompts`` fresh prompts."""

@@ -12,7 +12,8 @@ itself), ``evaluate`` and ``params_tree``.
 
 Each update (Ziegler et al. 2019; Ouyang et al. 2022; Shao et al. 2024): sample
 ``num_prompts`` prompts and ``group_size`` responses to each (``temperature``,
-``top_k``, ``top_p``); the actor and the reference give per-token log-probs of
+``top_k``, ``top_p``; in ``sampler_dtype``, whose own log-probs are kept for the
+mismatch metrics and ``rollout_is``: ``rollout_correction``); the actor and the reference give per-token log-probs of
 that sampling distribution (``sampling.token_log_prob``), the problem's verifier (or the reward model)
 a score per sequence; ``rewards`` / ``advantages`` turn the score (and a
 KL penalty with ``kl_mode: reward``) into per-token advantages; then
@@ -31,22 +32,24 @@ import jax.numpy as jnp
 from flax.training.train_state import TrainState
 from jax import lax
 
-from ppo_jax import distributions, threefry_cpu
+from ppo_jax import threefry_cpu
 from ppo_jax.final_values import NON_FINITE
-from ppo_jax.lm import problems, sampling, tokens, verifier
+from ppo_jax.lm import lora, problems, sharding, tokens, verifier
 from ppo_jax.lm.advantages import estimate, sequence_returns, zero_variance_groups
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
 from ppo_jax.lm.export import export_policies  # noqa: F401 - the engine's export (Task.export)
 from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
 from ppo_jax.lm.metrics import eval_names, metric_names
-from ppo_jax.lm.models import Models, generate, init_params, make_models, run
+from ppo_jax.lm.models import Models, init_params, make_models, sample, sampler_model
 from ppo_jax.lm.pass_rates import evaluation_correct, pass_at_k, pass_at_k_curve
 from ppo_jax.lm.reward_model import REWARD_MODELS, train_reward_model
 from ppo_jax.lm.rewards import place_score
+from ppo_jax.lm.rollout_correction import mismatch_metrics
 from ppo_jax.lm.sft import sft
-from ppo_jax.lm.token_loss import SequenceBatch, sequence_loss
+from ppo_jax.lm.token_loss import SequenceBatch, minibatch_totals, sequence_loss
 from ppo_jax.lm.token_math import masked_mean
+from ppo_jax.lm.token_scores import score_tokens
 from ppo_jax.lm.validation import validate
 from ppo_jax.minibatch_epochs import minibatch_epochs
 from ppo_jax.optimizer import create_train_state, set_hyperparams
@@ -68,7 +71,8 @@ class Pretrained(NamedTuple):
 
 
 class LmOutput(NamedTuple):
-    """``params = {"actor"[, "critic"]}`` after training; ``metrics[name]`` is ``[num_updates]``."""
+    """``params = {"actor"[, "critic"]}`` after training (with LoRA the actor is the adapters, ``lora.py``);
+    ``metrics[name]`` is ``[num_updates]``."""
 
     params: dict
     metrics: dict[str, jax.Array]
@@ -97,16 +101,17 @@ def rollout(
 
     Returns the batch (rows grouped by prompt: rows ``i*G .. i*G+G-1`` share prompt i) and the rollout metrics.
     """
+    params = lora.with_base(cfg, params, pretrained.sft)  # with LoRA: the actor is the SFT model + adapters
     prompt_key, sample_key = jax.random.split(key)
     prompt = jnp.repeat(problems.sample_prompts(cfg, prompt_key, cfg.num_prompts), cfg.group_size, axis=0)
+    prompt = sharding.constrain_batch(prompt)  # on a mesh: the sequences over (data, fsdp)
     knobs = cfg.rollout_sampling
-    response = generate(models.policy, params["actor"], sample_key, prompt, problems.response_len(cfg), knobs)
+    sampler = sampler_model(cfg, models.policy)  # the policy in sampler_dtype: its log-probs are the mismatch's
+    response, sampler_log_prob = sample(sampler, params["actor"], sample_key, prompt, problems.response_len(cfg), knobs)
     sequence, mask = tokens.join(prompt, response), tokens.response_mask(response)
     inputs, start = sequence[:, :-1], prompt.shape[-1] - 1
-    logits = run(models.policy, params["actor"], inputs)[:, start:]
-    ref_logits = run(models.policy, pretrained.sft, inputs)[:, start:]
-    log_prob = sampling.token_log_prob(logits, response, knobs)
-    ref_log_prob = sampling.token_log_prob(ref_logits, response, knobs)
+    scores = score_tokens(cfg, models, params, pretrained.sft, inputs, response, start)
+    log_prob, ref_log_prob = scores.log_prob, scores.ref_log_prob
 
     verdict = problems.verify(cfg, prompt, response)
     score = REWARD_MODELS[cfg.reward_model].score(
@@ -120,9 +125,8 @@ def rollout(
     if KL_MODES[cfg.kl_mode].in_reward:
         rewards = jnp.where(mask, -beta * kl_tokens, 0.0) + rewards
     if cfg.uses_critic:
-        values = run(models.scalar, params["critic"], inputs)[:, start:, 0]
-        adv, targets = estimate(cfg.advantage, rewards, mask, values, cfg)
-        values = jnp.where(mask, values, 0.0)
+        adv, targets = estimate(cfg.advantage, rewards, mask, scores.values, cfg)
+        values = jnp.where(mask, scores.values, 0.0)
     else:
         adv = estimate(cfg.advantage, rewards, mask, None, cfg)[0]
         values = targets = jnp.zeros_like(adv)
@@ -137,9 +141,6 @@ def rollout(
     else:
         cov_keys = jnp.zeros((cfg.num_sequences,), jnp.uint32)
 
-    # The exact KL is of the tempered distributions before top-k / top-p (truncated ones can be infinitely apart).
-    tempered = [distributions.PolicyDist(sampling.tempered(x, knobs), None) for x in (logits, ref_logits)]
-    exact_kl = distributions.kl_divergence(*tempered)
     lengths = mask.sum(-1).astype(jnp.float32)
     correct = verdict.correct > 0.5
 
@@ -155,21 +156,24 @@ def rollout(
         "truncated": 1.0 - tokens.ended(response).mean(dtype=jnp.float32),
         "length_correct": mean_where(lengths, correct),
         "length_incorrect": mean_where(lengths, ~correct),
-        "sample_entropy": masked_mean(sampling.entropy(logits, knobs), mask),
-        "kl_ref": jnp.where(mask, exact_kl, 0.0).sum(-1).mean(),
+        "sample_entropy": masked_mean(scores.entropy, mask),
+        "kl_ref": jnp.where(mask, scores.exact_kl, 0.0).sum(-1).mean(),
         "kl_ref_estimate": kl_tokens.sum(-1).mean(),
         "kl_ref_sample": jnp.where(mask, log_prob - ref_log_prob, 0.0).sum(-1).mean(),
         "zero_variance_groups": zero_variance.mean(dtype=jnp.float32),
         "kept_fraction": keep.mean(dtype=jnp.float32),
         "beta": jnp.asarray(beta, jnp.float32),
+        **mismatch_metrics(cfg.rollout_is, log_prob, sampler_log_prob, mask, mask & keep[:, None], cfg),
         # the names of the rlhf task (before 0.3.0)
         "score": score.mean(),
         "true_score": verdict.score.mean(),
         "eos_fraction": tokens.ended(response).mean(dtype=jnp.float32),
         "total_reward": rewards.sum(-1).mean(),
     }
-    batch = SequenceBatch(sequence, mask & keep[:, None], log_prob, ref_log_prob, values, adv, targets, cov_keys)
-    return jax.tree.map(lax.stop_gradient, batch), metrics
+    batch = SequenceBatch(
+        sequence, mask & keep[:, None], log_prob, ref_log_prob, values, adv, targets, cov_keys, sampler_log_prob
+    )
+    return sharding.constrain_batch(jax.tree.map(lax.stop_gradient, batch)), metrics
 
 
 def adapted_beta(cfg: LmConfig, beta: jax.Array, kl: jax.Array) -> jax.Array:
@@ -189,18 +193,21 @@ class Carry(NamedTuple):
     beta: jax.Array  # the KL coefficient in effect (adapted with kl_adaptive)
 
 
+@sharding.on_mesh
 def init(cfg: LmConfig, key: jax.Array, shared: Pretrained) -> Carry:
-    """Actor from the SFT model, a fresh critic (critic advantages only), the optimizer (``validate(cfg)`` first)."""
+    """Actor from the SFT model (or, with LoRA, fresh adapters on it), a fresh critic (critic advantages only), the
+    optimizer of those (``validate(cfg)`` first)."""
     validate(cfg)
     models = make_models(cfg)
     critic_key, key = jax.random.split(key)
-    params = {"actor": shared.sft}
+    params = {"actor": lora.init_actor(cfg, models.policy, shared.sft, jax.random.fold_in(critic_key, 1))}
     if cfg.uses_critic:
         params["critic"] = init_params(models.scalar, critic_key)
     beta = jnp.asarray(cfg.beta, jnp.float32)
-    return Carry(create_train_state(models.policy.apply, params, cfg), key, beta)
+    return Carry(sharding.constrain_params(create_train_state(models.policy.apply, params, cfg)), key, beta)
 
 
+@sharding.on_mesh
 def step(cfg: LmConfig, carry: Carry, update_idx: jax.Array, shared: Pretrained) -> tuple[Carry, dict]:
     """One update: a rollout of fresh prompts, rewards and advantages, epochs of minibatch updates."""
     models = make_models(cfg)
@@ -213,10 +220,20 @@ def step(cfg: LmConfig, carry: Carry, update_idx: jax.Array, shared: Pretrained)
     train_state, loss_metrics = minibatch_epochs(
         train_state,
         batch,
-        lambda params, minibatch: sequence_loss(params, models.policy, critic, minibatch, cfg, beta),
+        lambda params, minibatch, totals: sequence_loss(
+            lora.with_base(cfg, params, shared.sft),
+            models.policy,
+            critic,
+            sharding.constrain_batch(minibatch),
+            cfg,
+            beta,
+            totals,
+        ),
         update_key,
         num_minibatches=cfg.num_minibatches,
         update_epochs=cfg.update_epochs,
+        micro_batches=cfg.micro_batches,
+        totals=lambda minibatch: minibatch_totals(minibatch, cfg.micro_batches),
     )
     if cfg.kl_adaptive and KL_MODES[cfg.kl_mode].active:
         beta = adapted_beta(cfg, beta, metrics["kl_ref_sample"])
@@ -224,7 +241,7 @@ def step(cfg: LmConfig, carry: Carry, update_idx: jax.Array, shared: Pretrained)
     names = metric_names(cfg)
     absent = {"explained_variance": jnp.float32(jnp.nan)}  # no critic; other absent terms are 0 (no such loss)
     metrics = {name: metrics.get(name, absent.get(name, jnp.float32(0.0))) for name in names if name != NON_FINITE}
-    return Carry(train_state, key, beta), metrics
+    return Carry(sharding.constrain_params(train_state), key, beta), metrics
 
 
 def finish(cfg: LmConfig, carry: Carry, metrics: dict) -> LmOutput:
@@ -281,6 +298,18 @@ prepare_shared = pretrain
 """What runs share: the SFT model (reference and initial actor) and the reward model."""
 
 
+def place(cfg: LmConfig, shared: Pretrained) -> Pretrained:
+    """``shared`` (host arrays) on ``cfg.mesh`` for the run's programs: the SFT / reference and reward models by
+    ``sharding.param_specs``, the curves replicated; no mesh: as it is."""
+    if not cfg.mesh:
+        return shared
+    mesh = sharding.parse_mesh(cfg.mesh)
+    specs = jax.tree.map(lambda _: sharding.PartitionSpec(), shared)._replace(
+        sft=sharding.param_specs(shared.sft, mesh), reward_model=sharding.param_specs(shared.reward_model, mesh)
+    )
+    return sharding.place(cfg.mesh, shared, specs)
+
+
 def describe_shared(cfg: LmConfig, shared: Pretrained) -> dict[str, float]:
     """SFT: steps taken, final NLL per response token and sampled pass@1; the reward model's Bradley-Terry loss.
 
@@ -310,15 +339,23 @@ def _pass_at_k(cfg: LmConfig, actor: dict, key: jax.Array) -> dict[str, jax.Arra
     return {**{str(k): v for k, v in pass_at_k_curve(correct).items()}, "group": pass_at_k(correct, cfg.group_size)}
 
 
-def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array) -> dict:
+def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array, shared: Pretrained | None = None) -> dict:
     """pass@1, pass@group_size and pass@k (``PASS_AT_K``; NaN above the samples per prompt: ``eval_samples``, or
-    group_size) of the final policy on ``eval_prompts`` fresh prompts (the task's eval_names)."""
+    group_size) of the final policy on ``eval_prompts`` fresh prompts (the task's eval_names).
+
+    With LoRA the policy is ``shared.sft`` + the output's adapters, so ``shared`` is needed."""
     if not eval_names(cfg):
         return {}
-    curve = _pass_at_k(cfg, output.params["actor"], key)
+    params = output.params
+    if cfg.lora_rank:
+        if shared is None:
+            raise ValueError("with lora_rank > 0 the evaluation runs the adapters on the base: pass pretrain's output.")
+        params = lora.with_base(cfg, params, shared.sft)
+    curve = _pass_at_k(cfg, params["actor"], key)
     return {name: curve.get(name.removeprefix("eval_pass_at_"), jnp.float32(jnp.nan)) for name in eval_names(cfg)}
 
 
 def params_tree(output: LmOutput, shared: Pretrained) -> dict:
-    """What params.msgpack holds: the trained actor (and critic), the reference (SFT) and the reward model."""
+    """What params.msgpack holds: the trained actor (with LoRA, its adapters; ``lora.merge`` makes the model), its
+    critic if any, the reference (the SFT model, with LoRA also the base) and the reward model."""
     return {**output.params, "reference": shared.sft, "reward_model": shared.reward_model}

@@ -143,7 +143,15 @@ def generate_with_outputs(
     *,
     use_cache: bool = True,
 ) -> Generation:
-    """Sample responses for ``prompt [B, P]`` with ``knobs`` (None: temperature 1), keeping the outputs sampled from.
+    """Sample responses for ``prompt [B, P]`` with ``knobs`` (None: temperature 1), keeping the outputs sampled from
+    (``_draw``)."""
+    response, outputs, _ = _draw(model, params, key, prompt, max_response_len, knobs, use_cache)
+    return Generation(response, outputs)
+
+
+def _draw(model, params, key, prompt, max_response_len, knobs, use_cache):
+    """``(response [B, L], outputs [B, L, out_dim], log_probs [B, L] float32)``, the log-probs as ``sampling.sample``
+    returned them (0 after the first EOS).
 
     Step i draws ``sampling.sample`` with key i of
     ``jax.random.split(key, max_response_len)``, as ``models.generate`` does;
@@ -162,8 +170,9 @@ def generate_with_outputs(
 
     knobs = sampling.sampling_params() if knobs is None else knobs
 
-    def sample(step_key, logits, ended):
-        return jnp.where(ended, PAD, sampling.sample(step_key, logits, knobs)[0])
+    def draw_token(step_key, logits, ended):
+        token, log_prob = sampling.sample(step_key, logits, knobs)
+        return jnp.where(ended, PAD, token), jnp.where(ended, 0.0, log_prob)
 
     if use_cache:
         prompt_outputs, cache = model.apply(params, prompt, empty_cache(model, batch_size, model.max_len), 0)
@@ -171,12 +180,12 @@ def generate_with_outputs(
         def cached_step(state, xs):
             cache, logits, ended = state
             step_key, position = xs
-            token = sample(step_key, logits, ended)
+            token, log_prob = draw_token(step_key, logits, ended)
             outputs, cache = model.apply(params, token[:, None], cache, position)
-            return (cache, outputs[:, 0], ended | (token == EOS)), (token, logits)
+            return (cache, outputs[:, 0], ended | (token == EOS)), (token, logits, log_prob)
 
         state = (cache, prompt_outputs[:, -1], ended)
-        _, (response, outputs) = lax.scan(cached_step, state, (step_keys, positions))
+        _, (response, outputs, log_probs) = lax.scan(cached_step, state, (step_keys, positions))
     else:
         buffer = jnp.zeros((batch_size, model.max_len), jnp.int32).at[:, :prompt_len].set(prompt)
 
@@ -184,12 +193,12 @@ def generate_with_outputs(
             buffer, ended = state
             step_key, position = xs
             logits = lax.dynamic_index_in_dim(run(model, params, buffer), position - 1, axis=1, keepdims=False)
-            token = sample(step_key, logits, ended)
+            token, log_prob = draw_token(step_key, logits, ended)
             buffer = lax.dynamic_update_slice(buffer, token[:, None], (0, position))
-            return (buffer, ended | (token == EOS)), (token, logits)
+            return (buffer, ended | (token == EOS)), (token, logits, log_prob)
 
-        _, (response, outputs) = lax.scan(full_step, (buffer, ended), (step_keys, positions))
-    return Generation(response.T, jnp.swapaxes(outputs, 0, 1))
+        _, (response, outputs, log_probs) = lax.scan(full_step, (buffer, ended), (step_keys, positions))
+    return response.T, jnp.swapaxes(outputs, 0, 1), log_probs.T
 
 
 def generate(
@@ -203,4 +212,20 @@ def generate(
     use_cache: bool = True,
 ) -> jax.Array:
     """Sample responses ``[B, L]`` for ``prompt [B, P]`` with ``knobs`` (None: temperature 1); PAD after the first EOS."""
-    return generate_with_outputs(model, params, key, prompt, max_response_len, knobs, use_cache=use_cache).response
+    return sample(model, params, key, prompt, max_response_len, knobs, use_cache=use_cache)[0]
+
+
+def sample(
+    model: Decoder,
+    params,
+    key: jax.Array,
+    prompt: jax.Array,
+    max_response_len: int,
+    knobs: sampling.SamplingParams | None = None,
+    *,
+    use_cache: bool = True,
+) -> tuple[jax.Array, jax.Array]:
+    """``generate``'s responses ``[B, L]`` and the log-prob ``[B, L]`` (float32) each token was drawn with, 0 after
+    the first EOS (the lab's ``models.sample``)."""
+    response, _, log_probs = _draw(model, params, key, prompt, max_response_len, knobs, use_cache)
+    return response, log_probs

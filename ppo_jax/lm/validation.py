@@ -9,10 +9,11 @@ import numpy as np
 
 from ppo_jax.config_fields import check_choice, check_leaf_shapes, check_positive_ints, check_range, is_concrete
 from ppo_jax.errors import ConfigError, RelationError
-from ppo_jax.lm import problems
+from ppo_jax.lm import decoder, lora, memory_switches, problems, sharding
 from ppo_jax.lm.advantages import ESTIMATORS
 from ppo_jax.lm.config import SWITCH_TABLES, LmConfig
-from ppo_jax.lm.models import MODELS
+from ppo_jax.lm.models import MODELS, check_sampler_dtype, is_decoder_family, make_models
+from ppo_jax.lm.rollout_correction import ROLLOUT_CORRECTIONS
 from ppo_jax.schedules import SCHEDULES
 
 
@@ -48,7 +49,10 @@ def validate(cfg: LmConfig) -> LmConfig:
         table.check(getattr(cfg, table.field))
     check_choice("lr_schedule", cfg.lr_schedule, SCHEDULES)
     problems.problem_of(cfg).check(cfg)
+    memory_switches.check(cfg, decoder_family=is_decoder_family(cfg))  # dtypes first: the model is built with them
     MODELS[cfg.model].check(cfg)
+    check_sampler_dtype(cfg)
+    lora.check(cfg)
     needed = problems.min_response_len(cfg)
     if cfg.max_response_len and cfg.max_response_len < needed:
         raise ConfigError(
@@ -72,6 +76,9 @@ def validate(cfg: LmConfig) -> LmConfig:
             f"num_prompts x group_size = {n} sequences do not split into num_minibatches={cfg.num_minibatches} "
             f"equal minibatches; choose num_minibatches among {[d for d in range(1, n + 1) if n % d == 0]}."
         )
+    if cfg.mesh:  # axes, devices, batch and parameter sizes (the scalar models differ only in their [D, 1] head)
+        policy = make_models(cfg).policy
+        sharding.check(cfg, decoder.param_shapes(policy) if isinstance(policy, decoder.Decoder) else None)
     if cfg.group_size < 2 and (ESTIMATORS[cfg.advantage].needs_groups or cfg.dynamic_sampling):
         what = "dynamic_sampling" if cfg.dynamic_sampling else f"advantage {cfg.advantage!r}"
         raise ConfigError(
@@ -88,6 +95,8 @@ def validate(cfg: LmConfig) -> LmConfig:
         check_range(name, getattr(cfg, name), low=0, low_open=True)
     check_range("clip_eps_low", cfg.clip_eps_low, low=0, low_open=True, high=1)
     check_range("clip_eps_high", cfg.clip_eps_high, low=0, low_open=True)
+    check_range("rollout_is_threshold", cfg.rollout_is_threshold, low=0, low_open=True, hint=" verl's default is 2.")
+    check_range("rollout_is_threshold_low", cfg.rollout_is_threshold_low, low=0, low_open=True)
     check_range("dual_clip_c", cfg.dual_clip_c, low=1, low_open=True, hint=" Ye et al. (2020) use c = 3.")
     check_range(
         "max_grad_norm", cfg.max_grad_norm, low=0, low_open=True, allow_inf=True, hint=" Use inf to turn clipping off."
@@ -122,8 +131,17 @@ def _check_whole(name: str, value) -> None:
 
 
 def _check_pairs(cfg: LmConfig) -> None:
-    """Relations between concrete leaves: clip_cov_low <= clip_cov_high. (The clip range [1 - eps_low, 1 + eps_high]
+    """Relations between concrete leaves: clip_cov_low <= clip_cov_high; rollout_is_threshold_low < rollout_is_threshold
+    where a correction reads both. (The clip range [1 - eps_low, 1 + eps_high]
     takes any two values: DAPO raises eps_high above eps_low, CISPO's truncation sets eps_low = 1 above it.)"""
     if is_concrete(cfg.clip_cov_low) and is_concrete(cfg.clip_cov_high):
         if np.any(np.asarray(cfg.clip_cov_high) < np.asarray(cfg.clip_cov_low)):
             raise RelationError("clip_cov_high is below clip_cov_low: the covariance window would be empty.")
+    thresholds = (cfg.rollout_is_threshold, cfg.rollout_is_threshold_low)
+    masks = "rollout_is_threshold_low" in ROLLOUT_CORRECTIONS[cfg.rollout_is].reads  # a lower bound is read
+    if masks and all(is_concrete(x) for x in thresholds):
+        if np.any(np.asarray(cfg.rollout_is_threshold_low) >= np.asarray(cfg.rollout_is_threshold)):
+            raise RelationError(
+                "rollout_is_threshold_low is not below rollout_is_threshold: sequence masking would drop every "
+                "response (verl's lower bound is 1 / threshold)."
+            )

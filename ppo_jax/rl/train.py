@@ -207,10 +207,11 @@ def prepare_shared(cfg: PPOConfig, key: jax.Array) -> None:
     return None
 
 
-def evaluate(cfg: PPOConfig, output: TrainOutput, key: jax.Array) -> dict[str, jax.Array]:
+def evaluate(cfg: PPOConfig, output: TrainOutput, key: jax.Array, shared=None) -> dict[str, jax.Array]:
     """Mean return of the final parameters over ``EVAL_EPISODES`` fresh episodes, per policy (``EVAL_NAMES``).
 
-    ``key`` is the run's key; the episodes use ``evaluation_key(key)``, independent of training.
+    ``key`` is the run's key; the episodes use ``evaluation_key(key)``, independent of training. ``shared``: unused
+    (PPO runs share nothing).
     """
     returns = evaluate_params(cfg, output.train_state.params, output.obs_stats, evaluation_key(key), EVAL_EPISODES)
     return {EVAL_NAMES[0]: returns.stochastic.mean(), EVAL_NAMES[1]: returns.deterministic.mean()}

@@ -127,17 +127,24 @@ def group_program(sweep_plan: SweepPlan, group: Group, mesh, log: Callable) -> P
     return program
 
 
-def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) -> tuple[object, float]:
-    """What the group's pairs share (computed on first use, then kept in ``shared``), and the seconds it took now."""
+def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) -> tuple[object, float, dict]:
+    """What the group's pairs share (computed on first use, then kept in ``shared``), the seconds it took now, and
+    ``Task.describe_shared`` of it when computed now (the SFT model's steps, loss and pass@k curve; else {})."""
     if group.index in shared:
-        return shared[group.index], 0.0
+        return shared[group.index], 0.0, {}
     how = shared_mode(sweep_plan.spec, group)
     start = time.perf_counter()
     shared[group.index] = prepare_shared_once(sweep_plan.spec.task, group.cfg, how)
     seconds = time.perf_counter() - start
+    described = {}
     if how.mode == "once":
-        log(f"group {group.index}: shared pretraining (seed {how.seed}) in {seconds:.1f} s")
-    return shared[group.index], seconds
+        described = sweep_plan.spec.task.describe_shared(group.cfg, shared[group.index])
+        details = ", ".join(f"{k} {v:.3f}" for k, v in described.items())
+        log(
+            f"group {group.index}: shared pretraining (seed {how.seed}) in {seconds:.1f} s"
+            + (f" ({details})" if details else "")
+        )
+    return shared[group.index], seconds, described
 
 
 def _checkpoint_dir(out: Path, chunk: Chunk) -> Path:
@@ -159,7 +166,7 @@ def _run_chunk(
     (``ppo_jax.sweep.segmented``; its programs compile on first use, inside run_seconds).
     """
     task, group = sweep_plan.spec.task, sweep_plan.groups[chunk.group]
-    shared_values, pretrain_seconds = _shared(sweep_plan, group, log, shared)
+    shared_values, pretrain_seconds, described = _shared(sweep_plan, group, log, shared)
     cfgs, seeds = [sweep_plan.spec.settings[i].cfg for i, _ in chunk.pairs], [seed for _, seed in chunk.pairs]
     start = time.perf_counter()
     if checkpointing is None:
@@ -198,6 +205,7 @@ def _run_chunk(
         "padded_pairs": size - len(chunk.pairs),
         "compile_seconds": compile_seconds,
         "pretrain_seconds": pretrain_seconds,
+        **({"pretrain": {"pretrain_seed": group.pretrain_seed, **described}} if described else {}),
         "run_seconds": run_seconds,
         "env_steps": env_steps,
         "env_steps_per_second": env_steps / run_seconds,

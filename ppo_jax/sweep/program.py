@@ -82,7 +82,7 @@ def pair_metrics(cfg, key_data: jax.Array, shared, *, task: Task, log_every: int
         shared = task.prepare_shared(cfg, jax.random.key(how.seed))
     output = task.train(cfg, key, shared)
     metrics = {name: output.metrics[name] for name in task.metric_names}
-    return {**window_metrics(metrics, log_every, task.summed_metrics), **task.evaluate(cfg, output, key)}
+    return {**window_metrics(metrics, log_every, task.summed_metrics), **task.evaluate(cfg, output, key, shared)}
 
 
 @functools.cache
@@ -159,7 +159,7 @@ def fit_program(task: Task, cfg, num_pairs: int, budget: int, mesh: Mesh, log_ev
             raise SpecError(
                 f"{task.env_of(cfg)}: {size // devices} pair(s) per device need about {format_bytes(program.memory)} per "
                 f"device, over the memory budget of {format_bytes(budget)}; raise --memory-budget or shrink the runs "
-                "(e.g. num_envs, num_steps)."
+                f"({task.memory_hint})."
             )
         seen.append((size, program.memory))
         (n1, m1), (n0, m0) = seen[-1], seen[-2] if len(seen) > 1 else (0, 0)

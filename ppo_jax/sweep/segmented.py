@@ -60,7 +60,7 @@ def _pair_advance(cfg, state, first, shared, *, task: Task, how: Shared, length:
 
 def _pair_finish(cfg, state, key_data, shared, *, task: Task, how: Shared):
     carry, own = state if how.mode == "per_setting" else (state, shared)
-    return task.evaluate(cfg, task.finish(cfg, carry, {}), jax.random.wrap_key_data(key_data))
+    return task.evaluate(cfg, task.finish(cfg, carry, {}), jax.random.wrap_key_data(key_data), own)
 
 
 @functools.cache

@@ -336,6 +336,12 @@ def from_dict(raw, *, filename: str = "<spec>", lines: dict | None = None, text:
             except ConfigError as error:
                 raise ctx.error(path, f"setting {setting_id} ({_describe(values)}) on {env}: {error}") from None
             settings.append(Setting(setting_id, env, values, cfg))
+    if any(getattr(s.cfg, "mesh", "") for s in settings):  # LmConfig.mesh: one run over devices
+        raise ctx.error(
+            (),
+            "mesh splits one run over devices (ppo-jax lm --mesh); a sweep already shards its (setting, seed) pairs "
+            "over every device: drop mesh from the spec.",
+        )
     where = {
         **{k: ("grid", k) for k in grid},
         **{k: ("zip", k) for k in zipped},

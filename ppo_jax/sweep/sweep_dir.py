@@ -290,7 +290,9 @@ def log_line(info: dict) -> str:
 
 
 def final_metadata(out: Path, chunk_ids: list[str]) -> dict:
-    """What metadata.json gains when the sweep is complete: per-chunk times and totals."""
+    """What metadata.json gains when the sweep is complete: per-chunk times and totals, and ``pretrained``: each
+    pretrained model's ``Task.describe_shared`` by pretraining seed (SFT steps, loss, pass@k curve), as recorded by
+    the chunk that pretrained it."""
     chunks = [chunk_info(out, c) for c in chunk_ids]
     run_seconds = sum(c.get("run_seconds", 0.0) for c in chunks)
     env_steps = sum(c.get("env_steps", 0) for c in chunks)
@@ -302,6 +304,7 @@ def final_metadata(out: Path, chunk_ids: list[str]) -> dict:
         "env_steps": env_steps,
         "env_steps_per_second": env_steps / run_seconds if run_seconds else None,
         "hosts": sorted({c.get("host") for c in chunks if c.get("host")}),
+        "pretrained": {str(c["pretrain"]["pretrain_seed"]): c["pretrain"] for c in chunks if "pretrain" in c},
         "chunks": chunks,
     }
 

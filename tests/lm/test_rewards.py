@@ -254,6 +254,10 @@ def test_inert_fields_of_rlhf():
         "eval_top_k",
         "eval_top_p",
         "chat_template",
+        "rollout_is_threshold",
+        "rollout_is_threshold_low",
+        "lora_alpha",
+        "lora_targets",
     }
     assert set(RlhfConfig().inert_fields()) == unused  # learned reward model, SFT, value clipping: all used
     programmatic = set(RlhfConfig(reward_model="programmatic").inert_fields()) - unused

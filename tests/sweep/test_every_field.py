@@ -76,6 +76,14 @@ TINY = {
     },
 }
 OTHER_ENV = {"ppo": "Acrobot-v1", "lm": "sort"}
+# str fields without a list of values: a second one
+FREE_FORM = {  # str fields without a table: a second valid value (mesh data=1: one device)
+    "lora_targets": ["q,v"],
+    "sampler_dtype": ["bfloat16"],
+    "mesh": ["data=1"],
+    "param_dtype": ["bfloat16"],
+    "compute_dtype": ["bfloat16"],
+}
 READOUTS = ("learning_rate",)  # metrics that only report a coefficient (as do those named like a config field)
 
 
@@ -104,6 +112,8 @@ def second_value(task, cfg, name):
         candidates = [(32,), (16, 16)]
     elif name == task.env_field:
         candidates = [OTHER_ENV[task.name]]
+    elif name in FREE_FORM:
+        candidates = FREE_FORM[name]
     elif name in switch_tables(task):  # a str field that also takes other values (model: a name or a checkpoint)
         candidates = list(switch_tables(task)[name].names())
     else:
@@ -181,7 +191,7 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
     def program(cfg) -> str:
         def train_and_evaluate(k, s):
             output = task.train(cfg, k, s)
-            return output.metrics, task.evaluate(cfg, output, k)
+            return output.metrics, task.evaluate(cfg, output, k, s)
 
         def trace(shared):
             return str(jax.make_jaxpr(train_and_evaluate)(key, shared))
@@ -194,12 +204,14 @@ def test_every_static_field_changes_the_program_or_is_refused(task_name):
     reference = program(base)
     for name in task.static_fields:
         value = second_value(task, base, name)
-        if value is None and task.name == "ppo":  # a field of continuous actions (action_dist) on CartPole: on Pendulum
-            continuous = task.validate(base.replace(**{task.env_field: "Pendulum-v1"}))
-            value = second_value(task, continuous, name)
+        if value is None:  # a field of continuous actions (action_dist) on CartPole: on Pendulum; of the decoder family
+            # (lora_rank) on the transformer: on the decoder
+            elsewhere = {task.env_field: "Pendulum-v1"} if task.name == "ppo" else {"model": "decoder"}
+            other = task.validate(base.replace(**elsewhere))
+            value = second_value(task, other, name)
             assert value is not None, f"no second valid value for {name}"
-            assert refused(task, name, [getattr(base, name), value])  # a CartPole spec cannot vary it
-            assert program(continuous.replace(**{name: value})) != program(continuous), (
+            assert refused(task, name, [getattr(base, name), value])  # the base's spec cannot vary it
+            assert program(other.replace(**{name: value})) != program(other), (
                 f"{name}={value!r} does not change the program"
             )
             continue

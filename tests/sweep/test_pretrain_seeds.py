@@ -4,6 +4,8 @@ pretraining seed, bit for bit; an interrupted sweep resumes; the spec's errors."
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 import pandas as pd
@@ -70,6 +72,11 @@ def test_each_pretraining_seed_runs_every_seed_resumes_and_equals_its_own_sweep(
     shared = [prepare_shared_once(spec.task, spec.base, Shared("once", p)) for p in (0, 1)]
     leaves = [np.concatenate([np.ravel(x) for x in jax.tree.leaves(s)]) for s in shared]
     assert not np.array_equal(*leaves)  # two SFT models
+    pretrained = json.loads((out / sweep_dir.METADATA_FILE).read_text())["pretrained"]
+    assert sorted(pretrained) == ["0", "1"]  # each SFT model described once, by the chunk that pretrained it
+    for p in (0, 1):
+        assert pretrained[str(p)]["pretrain_seed"] == p
+        assert pretrained[str(p)]["sft_steps_taken"] == int(shared[p].sft_steps_taken)
     by_model = [table[table.pretrain_seed == p].drop(columns="pretrain_seed").reset_index(drop=True) for p in (0, 1)]
     assert not by_model[0].equals(by_model[1])  # and their runs differ
 
