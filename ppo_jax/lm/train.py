@@ -346,6 +346,8 @@ def evaluate(cfg: LmConfig, output: LmOutput, key: jax.Array, shared: Pretrained
     With LoRA the policy is ``shared.sft`` + the output's adapters, so ``shared`` is needed."""
     if not eval_names(cfg):
         return {}
+    if not cfg.eval_prompts:  # no final evaluation: its scalars are not recorded
+        return dict.fromkeys(eval_names(cfg), jnp.float32(jnp.nan))
     params = output.params
     if cfg.lora_rank:
         if shared is None:

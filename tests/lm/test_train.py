@@ -107,3 +107,16 @@ def test_ppo_raises_the_score_and_beta_does_not_recompile(pretrained, traced_tra
     )
     assert len(traces) == 1
     np.testing.assert_allclose(other.metrics["learning_rate"][:, 0], [1e-3, 3e-4], rtol=1e-6)  # the lr leaf took effect
+
+
+def test_without_evaluation_prompts_the_evaluation_scalars_are_nan():
+    """eval_prompts 0: no final evaluation is drawn (a decoder once failed reshaping 0 rows); each scalar is NaN."""
+    from ppo_jax.lm.config import LmConfig
+    from ppo_jax.lm.metrics import eval_names
+    from ppo_jax.lm.models import init_params
+    from ppo_jax.lm.train import LmOutput, evaluate
+
+    cfg = LmConfig(model="decoder", digits=1, model_dim=16, num_layers=1, num_heads=2, sft_steps=0, eval_prompts=0)
+    output = LmOutput({"actor": init_params(make_models(cfg).policy, jax.random.key(0))}, {})
+    values = evaluate(cfg, output, jax.random.key(1))
+    assert set(values) == set(eval_names(cfg)) and all(np.isnan(float(v)) for v in values.values())
