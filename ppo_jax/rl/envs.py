@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import gymnax
+import jax
+import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
 
@@ -149,11 +151,14 @@ def discrete_action_space(env, params) -> bool:
 
 def gymnax_style_spec(name: str, env, params, mask_velocity: bool = False) -> EnvSpec:
     """``EnvSpec`` of a gymnax-style env (``reset(key, params)``, six-value ``step``, gymnax action spaces)."""
-    from ppo_jax.rl.observation_masks import VelocityMasked
+    from ppo_jax.rl.observation_masks import VELOCITY_FREE, VelocityMasked
 
+    # The shape alone, traced: gymnax builds a space's bounds from jnp arrays, a compile each (not while a command
+    # line is validated).
+    obs_shape = jax.eval_shape(lambda: jnp.zeros(env.observation_space(params).shape)).shape
     if mask_velocity:
         env = VelocityMasked(env, name)
-    obs_shape = env.observation_space(params).shape
+        obs_shape = (*obs_shape[:-1], len(VELOCITY_FREE[name]))
     action_space = env.action_space(params)
     if isinstance(action_space, spaces.Discrete):
         return EnvSpec(env, params, int(np.prod(obs_shape)), True, int(action_space.n), None, None)
