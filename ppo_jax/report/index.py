@@ -9,14 +9,26 @@ from ppo_jax.report.intervals import MIN_SEEDS, NO_CI_RULE
 from ppo_jax.report.tables import BOLD_RULE, tex_escape
 
 
+def commits(meta: dict) -> list[tuple[str, bool]]:
+    """(commit, dirty) of every tree that wrote a directory: the one that started it, then each process that wrote a
+    sweep's chunks (metadata.json ``processes``, where the chunks recorded it); "unknown" where git could not tell."""
+    trees = [(meta.get("git_commit") or "unknown", bool(meta.get("git_dirty")))]
+    trees += [(p["git_commit"], bool(p.get("git_dirty"))) for p in meta.get("processes") or [] if p.get("git_commit")]
+    return list(dict.fromkeys(trees))
+
+
+def _commit_text(meta: dict, width: int | None = None) -> str:
+    return ", ".join(f"{commit[:width]}{' (uncommitted changes)' if dirty else ''}" for commit, dirty in commits(meta))
+
+
 def sources_line(provenance: list[dict]) -> str:
-    """``Sources: NAME at commit C (uncommitted changes), ...``: the line every table of a report ends with."""
+    """``Sources: NAME at commit C (uncommitted changes), ...``: the line every table of a report ends with (every
+    commit a sweep's processes ran, where its parts ran several)."""
     parts = []
     for source in provenance:
         meta = source["metadata"] or {}
-        commit = (meta.get("git_commit") or "unknown")[:12]
-        dirty = " (uncommitted changes)" if meta.get("git_dirty") else ""
-        parts.append(f"{source['name']} at commit {commit}{dirty}")
+        trees = commits(meta)
+        parts.append(f"{source['name']} at commit{'s' if len(trees) > 1 else ''} {_commit_text(meta, 12)}")
     return "Sources: " + "; ".join(parts) + "."
 
 
@@ -41,12 +53,17 @@ def _provenance(record: dict) -> list[str]:
         versions = meta.get("versions") or {}
         devices = meta.get("devices") or []
         hardware = f"{len(devices)} x {meta.get('backend', '?')} device(s), {meta.get('cpu_count', '?')} CPUs, {meta.get('platform', '?')}"
-        commit = meta.get("git_commit") or "unknown"
-        dirty = " (uncommitted changes)" if meta.get("git_dirty") else ""
         command = meta.get("command_line") or "?"
+        processes = [
+            f"{p.get('host')} pid {p.get('pid')} at {(p.get('git_commit') or 'unknown')[:12]}"
+            f"{' (uncommitted changes)' if p.get('git_dirty') else ''}: {p.get('chunks')} chunk(s)"
+            for p in meta.get("processes") or []
+            if p.get("git_commit")
+        ]
         lines += [
             f"- **{source['name']}** ({source['kind']} directory `{source['path']}`)",
-            f"  - commit `{commit}`{dirty}; command `{command}`",
+            f"  - commit `{_commit_text(meta)}`; command `{command}`",
+            *(["  - processes that wrote its chunks: " + "; ".join(processes)] if processes else []),
             "  - versions: " + (", ".join(f"{k} {v}" for k, v in versions.items()) or "?"),
             f"  - hardware: {hardware}; started {meta.get('start_time', '?')}, ended {meta.get('end_time', '?')}",
         ]

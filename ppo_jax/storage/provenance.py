@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import importlib.metadata
 import os
 import platform
@@ -38,13 +39,14 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return proc.stdout.strip() if proc.returncode == 0 else None
 
 
+@functools.cache
 def git_state() -> tuple[str | None, bool | None]:
     """(commit, dirty) of the git checkout holding the ppo_jax sources, or (None, None).
 
     Only a checkout that tracks ``ppo_jax/__init__.py`` counts (an installed copy
     in a virtual environment that happens to sit inside some repository does
     not). ``dirty``: tracked files differ from the commit (untracked files such as
-    run directories are ignored).
+    run directories are ignored). Read once per process: what a process runs is what it imported at its start.
     """
     package_dir = Path(__file__).resolve().parent.parent
     root = package_dir.parent

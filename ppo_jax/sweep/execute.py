@@ -27,7 +27,7 @@ import pandas as pd
 from ppo_jax.progress import ChunkProgress
 from ppo_jax.segments import checkpoint_interval
 from ppo_jax.storage.checkpoints import CHECKPOINT_DIR
-from ppo_jax.storage.provenance import now_iso
+from ppo_jax.storage.provenance import git_state, now_iso
 from ppo_jax.sweep import sweep_dir
 from ppo_jax.sweep.claims import Claims
 from ppo_jax.sweep.plan import Chunk, Group, format_bytes, make_chunks, part_slice, round_up
@@ -215,6 +215,9 @@ def _run_chunk(
         "devices": mesh.size,
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        **dict(
+            zip(("git_commit", "git_dirty"), git_state(), strict=True)
+        ),  # each part's own tree, not just the first's
         "finished": now_iso(),
     }
     return chunk_frame(sweep_plan.spec, chunk, metrics, group.pretrain_seed), info

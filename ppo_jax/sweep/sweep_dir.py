@@ -304,9 +304,21 @@ def final_metadata(out: Path, chunk_ids: list[str]) -> dict:
         "env_steps": env_steps,
         "env_steps_per_second": env_steps / run_seconds if run_seconds else None,
         "hosts": sorted({c.get("host") for c in chunks if c.get("host")}),
+        "processes": processes(chunks),
         "pretrained": {str(c["pretrain"]["pretrain_seed"]): c["pretrain"] for c in chunks if "pretrain" in c},
         "chunks": chunks,
     }
+
+
+def processes(chunks: list[dict]) -> list[dict]:
+    """Each process that wrote chunks (host, pid, the commit and dirty flag of its tree, how many chunks), in the
+    order of its first chunk: the parts of a sweep may run different trees, and every one is recorded."""
+    found: dict[tuple, dict] = {}
+    for chunk in chunks:
+        key = (chunk.get("host"), chunk.get("pid"), chunk.get("git_commit"), chunk.get("git_dirty"))
+        entry = found.setdefault(key, dict(zip(("host", "pid", "git_commit", "git_dirty"), key, strict=True), chunks=0))
+        entry["chunks"] += 1
+    return list(found.values())
 
 
 def append_log(out: Path, line: str) -> None:

@@ -173,6 +173,12 @@ def test_two_parts_at_once_run_each_chunk_once(reference, tmp_path):
     chunks = json.loads((out / "metadata.json").read_text())["chunks"]  # who ran each (the chunk files' metadata)
     assert sorted(c["chunk"] for c in chunks) == [f"g000-c0000{i}" for i in range(6)]
     assert {c["pid"] for c in chunks} <= {proc.pid for proc in procs}
+    processes = json.loads((out / "metadata.json").read_text())["processes"]  # each with the commit of its tree
+    assert sorted((p["pid"], p["chunks"]) for p in processes) == sorted(
+        (pid, sum(c["pid"] == pid for c in chunks)) for pid in {c["pid"] for c in chunks}
+    )
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert {p["git_commit"] for p in processes} == {head or None}
     assert not (out / "claims").exists() and not (tmp_path / ".sweep.lock").exists()
     table, keys = pd.read_parquet(out / "metrics.parquet"), ["env", "setting_id", "seed", "update"]
     pd.testing.assert_frame_equal(table[keys], reference[1][keys])  # 1 pair per chunk: float32 rounding aside
