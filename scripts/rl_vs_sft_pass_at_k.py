@@ -5,7 +5,8 @@ model?") report RL above the base model at small k and below it at large k. This
 sweep whose runs recorded the final evaluation's pass@k curve (``eval_samples``, e.g. 256), pretrains each of the
 sweep's SFT models again from its pretraining seed (the same jitted ``prepare_shared`` on the same key: the
 sweep's SFT model, bit for bit on the same machine) and draws its curve as a single run's ``sft_pass_at_<k>``
-(``ppo_jax.lm.train.describe_shared``: the evaluation's knobs and prompt count, key 0).
+(``ppo_jax.lm.train.describe_shared``: the evaluation's knobs and prompt count, key 0), saved as
+``sft_pass_at_k.json`` in ``--out`` (``--sft-curves`` reads it back instead of pretraining again).
 
 For every setting and k: the mean over runs of RL pass@k minus the pass@k of the run's SFT model (paired by
 pretraining seed), with a hierarchical bootstrap CI (SFT models, then RL seeds within each:
@@ -72,7 +73,7 @@ def compare(final: pd.DataFrame, curves: dict[int, dict[int, float]], ks: list[i
                     "rl_minus_sft": diff.mean,
                     "low": diff.low,
                     "high": diff.high,
-                    "runs": diff.n,
+                    "runs": diff.count,
                     "sft_models": len(curves),
                 }
             )
@@ -87,7 +88,8 @@ def figure(table: pd.DataFrame, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.0, 3.8))
     first = table[table["setting"] == table["setting"].iloc[0]]
-    ax.plot(first["k"], first["sft"], "k--", marker="o", ms=3, label="SFT models (mean of 3)")
+    models = int(first["sft_models"].iloc[0])
+    ax.plot(first["k"], first["sft"], "k--", marker="o", ms=3, label=f"SFT models (mean of {models})")
     colours = plt.get_cmap("tab10")
     for i, (setting, rows) in enumerate(table.groupby("setting", sort=False)):
         ax.plot(rows["k"], rows["rl"], marker="o", ms=3, color=colours(i), label=f"RL: {setting}")
@@ -108,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("sweep", type=Path, help="a finished lm sweep directory with eval_pass_at_<k> columns")
     parser.add_argument("--out", type=Path, required=True, help="directory for the CSV, JSON and figure")
+    parser.add_argument(
+        "--sft-curves",
+        type=Path,
+        help="read the SFT models' curves from this file (sft_pass_at_k.json of an earlier run on the same sweep) "
+        "instead of pretraining them again",
+    )
     args = parser.parse_args(argv)
     table_path = args.sweep / "metrics.parquet"
     if not table_path.exists():
@@ -122,10 +130,32 @@ def main(argv: list[str] | None = None) -> int:
     settings = {s.setting_id: ", ".join(f"{k}={v}" for k, v in s.values.items()) for s in spec.settings}
     final = table.dropna(subset=[f"eval_pass_at_{ks[0]}"]).copy()
     final["setting"] = final["setting_id"].map(settings)
-    curves = sft_curves(spec, sorted(int(s) for s in final["pretrain_seed"].unique()))
+    seeds = sorted(int(s) for s in final["pretrain_seed"].unique())
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.sft_curves:
+        saved = json.loads(args.sft_curves.read_text())
+        curves = {int(s): {int(k): v for k, v in c.items()} for s, c in saved["sft_curves"].items()}
+        if sorted(curves) != seeds or saved.get("sweep") != str(args.sweep.resolve()):
+            print(
+                f"error: {args.sft_curves} holds the SFT models {sorted(curves)} of {saved.get('sweep')}, not "
+                f"{seeds} of {args.sweep.resolve()}: leave out --sft-curves to pretrain them",
+                file=sys.stderr,
+            )
+            return 2
+    else:
+        curves = sft_curves(spec, seeds)
+        (args.out / "sft_pass_at_k.json").write_text(
+            json.dumps(
+                {
+                    "sweep": str(args.sweep.resolve()),
+                    "sft_curves": {str(s): {str(k): v for k, v in c.items()} for s, c in curves.items()},
+                },
+                indent=1,
+            )
+            + "\n"
+        )
     result = compare(final, curves, ks)
     print(result.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
-    args.out.mkdir(parents=True, exist_ok=True)
     result.to_csv(args.out / "pass_at_k_vs_sft.csv", index=False)
     record = {
         "sft_curves": {str(s): {str(k): v for k, v in c.items()} for s, c in curves.items()},
