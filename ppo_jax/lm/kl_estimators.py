@@ -87,3 +87,21 @@ def kl_estimate(log_prob: jax.Array, ref_log_prob: jax.Array, estimator: str) ->
     ``jnp.where`` before this call if padding may hold inf or NaN.
     """
     return KL_ESTIMATORS[estimator].fn(ref_log_prob - log_prob)
+
+
+def estimator_errors(log_prob: jax.Array, ref_log_prob: jax.Array, exact_kl: jax.Array, mask: jax.Array) -> dict:
+    """Each estimator's error against the exact per-token KL, on the same sampled tokens (a paired comparison).
+
+    ``exact_kl`` [B, T]: KL(pi || pi_ref) of each position's whole next-token distributions, which k1 and k3 estimate
+    without bias from the one token drawn there (Schulman 2020); ``log_prob``, ``ref_log_prob`` [B, T] of the drawn
+    tokens; ``mask`` [B, T] the response tokens. Returns ``kl_<name>_bias`` (mean error) and ``kl_<name>_rmse`` (root
+    mean square error: the estimator's spread around the exact value, bias included) over the masked tokens, for every
+    name in ``KL_ESTIMATORS``, whichever the run uses.
+    """
+    count = jnp.maximum(mask.sum(), 1)
+    out = {}
+    for name in KL_ESTIMATORS.names():
+        error = jnp.where(mask, kl_estimate(log_prob, ref_log_prob, name) - exact_kl, 0.0)
+        out[f"kl_{name}_bias"] = error.sum() / count
+        out[f"kl_{name}_rmse"] = jnp.sqrt((error**2).sum() / count)
+    return out

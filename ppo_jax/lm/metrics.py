@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.lm.config import RlhfConfig
+from ppo_jax.lm.kl_estimators import KL_ESTIMATORS
 from ppo_jax.lm.pass_rates import PASS_AT_K
 
 LOSS_METRICS = ("policy_loss", "value_loss", "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "loss")
@@ -43,6 +44,7 @@ LM_METRIC_NAMES = (
     "entropy",
     "kl_ref",
     "kl_ref_estimate",
+    *(f"kl_{name}_{error}" for name in KL_ESTIMATORS.names() for error in ("bias", "rmse")),
     "zero_variance_groups",
     "kept_fraction",
     "beta",
@@ -74,7 +76,9 @@ punishment, or the reward model's), pass_at_group (share of prompts with a right
 well_formed, response_length (tokens, EOS included), truncated (share cut at max_response_len without EOS),
 length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none),
 sample_entropy (exact entropy per response token of the policy that sampled, mean over the update's tokens), kl_ref
-(exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the configured estimator, summed), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
+(exact KL(pi || pi_ref) summed over a response's tokens), kl_ref_estimate (the configured estimator, summed), kl_k1_bias / kl_k1_rmse (and k2's, k3's: each estimator's mean and
+root-mean-square error per response token against the exact per-token KL, on the same tokens, whatever kl_estimator
+the run uses: ``kl_estimators.estimator_errors``), zero_variance_groups (share of groups whose rewards are all equal), kept_fraction
 (share of sequences in the loss: below 1 only with dynamic sampling), beta (the KL coefficient in effect),
 mismatch_kl / mismatch_k3_kl (the sampler-trainer mismatch: the k1 / k3 estimate of KL(pi_sampler || pi_old) summed
 over a response's tokens; about 0 unless sampler_dtype differs from the compute dtype), rollout_is_mean (mean

@@ -39,7 +39,7 @@ from ppo_jax.lm.advantages import estimate, sequence_returns, zero_variance_grou
 from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.covariance_regularizers import COVARIANCE_REGULARIZERS
 from ppo_jax.lm.export import export_policies  # noqa: F401 - the engine's export (Task.export)
-from ppo_jax.lm.kl_estimators import KL_MODES, kl_estimate
+from ppo_jax.lm.kl_estimators import KL_MODES, estimator_errors, kl_estimate
 from ppo_jax.lm.metrics import eval_names, metric_names
 from ppo_jax.lm.models import Models, init_params, make_models, sample, sampler_model
 from ppo_jax.lm.pass_rates import evaluation_correct, pass_at_k, pass_at_k_curve
@@ -160,6 +160,7 @@ def rollout(
         "kl_ref": jnp.where(mask, scores.exact_kl, 0.0).sum(-1).mean(),
         "kl_ref_estimate": kl_tokens.sum(-1).mean(),
         "kl_ref_sample": jnp.where(mask, log_prob - ref_log_prob, 0.0).sum(-1).mean(),
+        **estimator_errors(jnp.where(mask, log_prob, 0.0), jnp.where(mask, ref_log_prob, 0.0), scores.exact_kl, mask),
         "zero_variance_groups": zero_variance.mean(dtype=jnp.float32),
         "kept_fraction": keep.mean(dtype=jnp.float32),
         "beta": jnp.asarray(beta, jnp.float32),

@@ -6,7 +6,7 @@ import jax
 import numpy as np
 import pytest
 
-from ppo_jax.lm.kl_estimators import KL_ESTIMATORS, kl_estimate
+from ppo_jax.lm.kl_estimators import KL_ESTIMATORS, estimator_errors, kl_estimate
 
 
 @jax.jit
@@ -67,6 +67,30 @@ def test_k1_and_k3_are_unbiased_k2_is_second_order():
         x = np.asarray(samples[name], np.float64)
         assert abs(x.mean() - EXACT_KL) < 4 * x.std() / np.sqrt(x.size), name
     assert np.asarray(samples["k3"]).std() < np.asarray(samples["k1"]).std()
+
+
+def test_each_estimators_error_on_the_same_tokens_matches_its_exact_bias_and_spread():
+    # Tokens drawn from PI in a [B, T] batch, a quarter of it padding (exact KL NaN there: it must not leak in).
+    # Per token the error of an estimator k is k(a) - KL, so its exact mean is sum_a PI(a) k(a) - KL and its exact
+    # root-mean-square sqrt(sum_a PI(a) (k(a) - KL)^2), written out here from Schulman's formulas.
+    log_r = np.log(PI_REF / PI)
+    values = {"k1": -log_r, "k2": 0.5 * log_r**2, "k3": np.exp(log_r) - 1 - log_r}
+    tokens = np.random.default_rng(2).choice(len(PI), size=(100, 200), p=PI)
+    mask = np.broadcast_to(np.arange(200) < 150, (100, 200))
+    exact = np.where(mask, EXACT_KL, np.nan).astype(np.float32)
+    out = jax.device_get(
+        jax.jit(estimator_errors)(np.log(PI[tokens]).astype(np.float32), np.log(PI_REF[tokens]).astype(np.float32),
+                                  exact, mask)
+    )  # fmt: skip
+    assert sorted(out) == sorted(f"kl_{n}_{e}" for n in ("k1", "k2", "k3") for e in ("bias", "rmse"))
+    n = mask.sum()
+    for name, k in values.items():
+        error = k - EXACT_KL
+        rmse = np.sqrt(np.sum(PI * error**2))
+        bias = np.sum(PI * error)
+        assert abs(out[f"kl_{name}_bias"] - bias) < 4 * rmse / np.sqrt(n), name  # 15,000 draws: 4 standard errors
+        assert out[f"kl_{name}_rmse"] == pytest.approx(rmse, rel=0.03), name
+    assert abs(out["kl_k2_bias"]) > 0.01 and out["kl_k3_rmse"] < out["kl_k1_rmse"]  # here: k2 biased, k3 tighter
 
 
 def test_k3_is_nonnegative():
