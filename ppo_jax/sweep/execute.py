@@ -41,6 +41,7 @@ from ppo_jax.sweep.program import (
     run_program,
 )
 from ppo_jax.sweep.segmented import programs_cache_clear, run_chunk_in_segments
+from ppo_jax.sweep.shared_fingerprint import shared_fingerprint
 from ppo_jax.sweep.spec import SweepSpec
 from ppo_jax.sweep.table import chunk_frame, sort_table, summarize
 
@@ -128,13 +129,22 @@ def group_program(sweep_plan: SweepPlan, group: Group, mesh, log: Callable) -> P
 
 
 def _shared(sweep_plan: SweepPlan, group: Group, log: Callable, shared: dict) -> tuple[object, float, dict]:
-    """What the group's pairs share (computed on first use, then kept in ``shared``), the seconds it took now, and
-    ``Task.describe_shared`` of it when computed now (the SFT model's steps, loss and pass@k curve; else {})."""
+    """What the group's pairs share (computed on first use, then kept in ``shared``; a group whose pretraining is an
+    earlier group's, by ``shared_fingerprint``, takes that one), the seconds it took now, and ``Task.describe_shared``
+    of it when computed now (the SFT model's steps, loss and pass@k curve; else {})."""
     if group.index in shared:
         return shared[group.index], 0.0, {}
     how = shared_mode(sweep_plan.spec, group)
     start = time.perf_counter()
+    if how.mode == "once":  # another group's pretraining may be this one: the same program on the same inputs
+        fingerprint = shared_fingerprint(sweep_plan.spec.task, group.cfg, how.seed)
+        if fingerprint in shared:
+            source, shared[group.index] = shared[fingerprint]
+            log(f"group {group.index}: the shared pretraining (seed {how.seed}) of group {source}, reused")
+            return shared[group.index], 0.0, {}
     shared[group.index] = prepare_shared_once(sweep_plan.spec.task, group.cfg, how)
+    if how.mode == "once":
+        shared[fingerprint] = (group.index, shared[group.index])
     seconds = time.perf_counter() - start
     described = {}
     if how.mode == "once":
