@@ -5,7 +5,7 @@ from __future__ import annotations
 from ppo_jax.final_values import NON_FINITE
 from ppo_jax.lm.config import RlhfConfig
 from ppo_jax.lm.kl_estimators import KL_ESTIMATORS
-from ppo_jax.lm.pass_rates import PASS_AT_K
+from ppo_jax.lm.pass_rates import PASS_AT_K, TRAIN_PASS_AT_K
 
 LOSS_METRICS = ("policy_loss", "value_loss", "approx_kl", "clip_fraction", "explained_variance", "grad_norm", "loss")
 
@@ -35,6 +35,7 @@ LM_METRIC_NAMES = (
     "accuracy",
     "reward",
     "pass_at_group",
+    *(f"pass_at_{k}" for k in TRAIN_PASS_AT_K),
     "well_formed",
     "response_length",
     "truncated",
@@ -72,7 +73,8 @@ LM_METRIC_NAMES = (
 )
 """Per-update metrics of the lm task. Rollout (over the update's sequences): accuracy (sampled pass@1: the share of
 responses exactly right), reward (the sequence score the advantages use: correctness + format reward + overlong
-punishment, or the reward model's), pass_at_group (share of prompts with a right response among its group),
+punishment, or the reward model's), pass_at_group (share of prompts with a right response among its group), pass_at_2 / _4 / _8 / _16 (the unbiased
+pass@k from each prompt's group, Chen et al. 2021; NaN above the group size),
 well_formed, response_length (tokens, EOS included), truncated (share cut at max_response_len without EOS),
 length_correct / length_incorrect (mean length of right / wrong responses; NaN when there are none),
 sample_entropy (exact entropy per response token of the policy that sampled, mean over the update's tokens), kl_ref

@@ -38,6 +38,9 @@ def sampled_correct(
     return problems.verify(cfg, prompt, response).correct.reshape(num_prompts, samples)
 
 
+TRAIN_PASS_AT_K = (2, 4, 8, 16)
+"""The k of the per-update pass@k over each prompt's group of responses (NaN above the group size)."""
+
 PASS_AT_K = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 """The k of the final evaluation's pass@k curve (each up to its samples per prompt; Yue et al. 2025 go to 256)."""
 

@@ -42,7 +42,7 @@ from ppo_jax.lm.export import export_policies  # noqa: F401 - the engine's expor
 from ppo_jax.lm.kl_estimators import KL_MODES, estimator_errors, kl_estimate
 from ppo_jax.lm.metrics import eval_names, metric_names
 from ppo_jax.lm.models import Models, init_params, make_models, sample, sampler_model
-from ppo_jax.lm.pass_rates import evaluation_correct, pass_at_k, pass_at_k_curve
+from ppo_jax.lm.pass_rates import TRAIN_PASS_AT_K, evaluation_correct, pass_at_k, pass_at_k_curve
 from ppo_jax.lm.reward_model import REWARD_MODELS, train_reward_model
 from ppo_jax.lm.rewards import place_score
 from ppo_jax.lm.rollout_correction import mismatch_metrics
@@ -151,6 +151,12 @@ def rollout(
         "accuracy": verdict.correct.mean(),
         "reward": score.mean(),
         "pass_at_group": verdict.correct.reshape(cfg.num_prompts, cfg.group_size).max(-1).mean(),
+        **{  # the unbiased estimate from each prompt's group (Chen et al. 2021), NaN above the group size
+            f"pass_at_{k}": pass_at_k(verdict.correct.reshape(cfg.num_prompts, cfg.group_size), k)
+            if k <= cfg.group_size
+            else jnp.float32(jnp.nan)
+            for k in TRAIN_PASS_AT_K
+        },
         "well_formed": verdict.well_formed.mean(dtype=jnp.float32),
         "response_length": lengths.mean(),
         "truncated": 1.0 - tokens.ended(response).mean(dtype=jnp.float32),

@@ -53,6 +53,12 @@ def test_ppo_jax_lm_sft_then_grpo_raises_sampled_pass_at_1(tmp_path):
     kl = np.stack([table[table.seed == s].sort_values("update")["kl_ref"].to_numpy() for s in (0, 1)])
     assert np.all(kl[:, 0] < 1e-5)  # the actor starts as the reference
     assert (table["kept_fraction"] == 1.0).all() and (table["non_finite"] == 0).all()
+    # per-update pass@k from each prompt's 8 responses: at k = 8 the product formula is "any right" (pass_at_group),
+    # it grows with k, and above the group size there is no estimate
+    np.testing.assert_allclose(table["pass_at_8"], table["pass_at_group"], rtol=1e-6)
+    assert table["pass_at_16"].isna().all()
+    ordered = table[["accuracy", "pass_at_2", "pass_at_4", "pass_at_8"]].to_numpy()
+    assert np.all(np.diff(ordered, axis=1) >= -1e-6) and np.any(np.diff(ordered, axis=1) > 0)
     evaluation = metadata["evaluation"]["per_seed"]
     for one, group in zip(evaluation["eval_pass_at_1"], evaluation["eval_pass_at_group"], strict=True):
         assert 0.0 < one <= group <= 1.0  # pass@1 <= pass@8 on the same samples
