@@ -155,6 +155,9 @@ class LmConfig(ConfigBase):
     """Adapt beta towards kl_target after every update (Ziegler et al. 2019); off: beta is fixed."""
     cov_reg: CovReg = static("none")
     """Entropy control of Cui et al. (2025): a name in ``covariance_regularizers.COVARIANCE_REGULARIZERS``."""
+    cov_expected_count: bool = static(False)
+    """clip_cov / kl_cov: pick floor(share x N + u) tokens, u ~ U[0, 1), so the mean count is share x N at any batch
+    size (0 in most minibatches when it is below 1); off: floor(share x N) and at least 1, as the authors' code."""
     rollout_is: RolloutIs = static("none")
     """Correction of the sampler-trainer mismatch (sampler_dtype): a name in ``rollout_correction.ROLLOUT_CORRECTIONS``
     (none, token-level truncated importance sampling, sequence-level masking)."""
@@ -296,6 +299,7 @@ class LmConfig(ConfigBase):
         "kl_estimator",
         "kl_adaptive",
         "cov_reg",
+        "cov_expected_count",
         "rollout_is",
         "dynamic_sampling",
         "clip_vloss",

@@ -12,6 +12,8 @@ of the batch, token i's centred product is
   ``cov_low <= Cov_i <= cov_high`` and detach their policy gradient (their loss
   becomes 0). Defaults of the authors' recipes (``recipe/dapo/*_clip_cov.sh``):
   r = 2e-4, cov_low = 1, cov_high = 5, with the PPO range widened to eps_low = eps_high = 1.
+  ``cov_expected_count`` rounds r N stochastically instead (a mean of r N tokens, so the share is r at any N:
+  the authors' 2e-4 of a few hundred tokens per minibatch is then 0 tokens in most minibatches, not 1).
 - ``kl_cov``: the ``floor(k N)`` tokens of largest Cov_i get the penalty
   ``beta |log pi - log pi_old|``. Recipe defaults: k = 2e-3 (Qwen2.5-7B) or 2e-4
   (32B; their ``k_percent`` is in per cent), beta = 1; their KL-Cov keeps the
@@ -49,10 +51,18 @@ def token_covariance(log_prob: jax.Array, advantage: jax.Array, mask: jax.Array)
     return jnp.where(mask, centred_log_prob * centred_advantage, 0.0)
 
 
-def selection_count(fraction: jax.typing.ArrayLike, mask: jax.Array) -> jax.Array:
-    """int32 scalar: ``floor(fraction * number of response tokens)``, at least 1 when ``fraction > 0``."""
+def selection_count(fraction: jax.typing.ArrayLike, mask: jax.Array, key: jax.Array | None = None) -> jax.Array:
+    """int32 scalar: ``floor(fraction * N)`` (N response tokens), at least 1 when ``fraction > 0`` (the authors' rule);
+    with ``key``, ``floor(fraction * N + u)``, u ~ U[0, 1): a count whose mean is ``fraction * N`` (stochastic
+    rounding), so the share picked is ``fraction`` at any batch size."""
+    if key is not None:
+        return jnp.floor(fraction * mask.sum() + jax.random.uniform(key)).astype(jnp.int32)
     count = jnp.floor(fraction * mask.sum()).astype(jnp.int32)
     return jnp.where(jnp.asarray(fraction) > 0, jnp.maximum(count, 1), 0)
+
+
+def _count_key(key: jax.Array, expected_count: bool) -> jax.Array | None:
+    return jax.random.fold_in(key, 1) if expected_count else None
 
 
 def _largest(scores: jax.Array, count: jax.Array) -> jax.Array:
@@ -72,33 +82,51 @@ def clip_cov_selection(
     cov_low: jax.typing.ArrayLike,
     cov_high: jax.typing.ArrayLike,
     exclude: jax.Array | None = None,
+    expected_count: bool = False,
 ) -> jax.Array:
     """bool ``[M, L]``: Clip-Cov's tokens, ``min(selection_count, eligible)`` drawn uniformly among the eligible.
 
     Eligible: response tokens with ``cov_low <= cov <= cov_high``, not in ``exclude``
-    (``[M, L]`` bool, e.g. tokens the PPO clip already zeroes; they still count in N).
+    (``[M, L]`` bool, e.g. tokens the PPO clip already zeroes; they still count in N). ``expected_count`` (static):
+    the count is stochastically rounded (``selection_count`` with a key).
     """
     eligible = mask & (cov >= cov_low) & (cov <= cov_high)
     if exclude is not None:
         eligible = eligible & ~exclude
     priority = jnp.where(eligible, jax.random.uniform(key, cov.shape), -1.0)
-    return _largest(priority, selection_count(fraction, mask)) & eligible
+    return _largest(priority, selection_count(fraction, mask, _count_key(key, expected_count))) & eligible
 
 
-def kl_cov_selection(cov: jax.Array, mask: jax.Array, *, fraction: jax.typing.ArrayLike) -> jax.Array:
-    """bool ``[M, L]``: KL-Cov's tokens, the ``selection_count`` response tokens of largest ``cov``."""
-    return _largest(jnp.where(mask, cov, -jnp.inf), selection_count(fraction, mask)) & mask
+def kl_cov_selection(
+    cov: jax.Array,
+    mask: jax.Array,
+    *,
+    fraction: jax.typing.ArrayLike,
+    key: jax.Array | None = None,
+    expected_count: bool = False,
+) -> jax.Array:
+    """bool ``[M, L]``: KL-Cov's tokens, the ``selection_count`` response tokens of largest ``cov`` (with
+    ``expected_count``, a stochastically rounded count drawn with ``key``)."""
+    count = selection_count(fraction, mask, _count_key(key, expected_count))
+    return _largest(jnp.where(mask, cov, -jnp.inf), count) & mask
 
 
-def _clip_cov(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude):
+def _clip_cov(
+    cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude,
+    expected_count,
+):  # fmt: skip
     selected = clip_cov_selection(
-        cov, mask, key, fraction=fraction, cov_low=cov_low, cov_high=cov_high, exclude=exclude
-    )
+        cov, mask, key, fraction=fraction, cov_low=cov_low, cov_high=cov_high, exclude=exclude,
+        expected_count=expected_count,
+    )  # fmt: skip
     return jnp.where(selected, 0.0, per_token_loss), selected
 
 
-def _kl_cov(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude):
-    selected = kl_cov_selection(cov, mask, fraction=fraction)
+def _kl_cov(
+    cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef, exclude,
+    expected_count,
+):  # fmt: skip
+    selected = kl_cov_selection(cov, mask, fraction=fraction, key=key, expected_count=expected_count)
     penalty = kl_coef * jnp.abs(jnp.where(mask, log_prob - old_log_prob, 0.0))
     return jnp.where(selected, per_token_loss + penalty, per_token_loss), selected
 
@@ -106,7 +134,7 @@ def _kl_cov(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction,
 class Regularizer(NamedTuple):
     fn: Callable | None
     """``fn(cov, per_token_loss, log_prob, old_log_prob, mask, key, *, fraction, cov_low, cov_high, kl_coef,
-    exclude) -> (per-token loss [M, L], selected [M, L] bool)``; None: the loss is left as it is."""
+    exclude, expected_count) -> (per-token loss [M, L], selected [M, L] bool)``; None: the loss is left as it is."""
     doc: str
     reference: str = ""
     reads: tuple[str, ...] = ()
@@ -124,7 +152,7 @@ COVARIANCE_REGULARIZERS.register(
         _clip_cov,
         "detach the gradient of a few random tokens of covariance in [cov_low, cov_high]",
         "Cui et al. 2025, sec. 5",
-        ("clip_cov_fraction", "clip_cov_low", "clip_cov_high"),
+        ("clip_cov_fraction", "clip_cov_low", "clip_cov_high", "cov_expected_count"),
         "clip_cov_fraction",
         True,
     ),
@@ -135,7 +163,7 @@ COVARIANCE_REGULARIZERS.register(
         _kl_cov,
         "penalise |log pi - log pi_old| on the tokens of largest covariance",
         "Cui et al. 2025, sec. 5",
-        ("kl_cov_fraction", "kl_cov_coef"),
+        ("kl_cov_fraction", "kl_cov_coef", "cov_expected_count"),
         "kl_cov_fraction",
     ),
 )
@@ -155,13 +183,15 @@ def covariance_regularized_loss(
     cov_high: jax.typing.ArrayLike,
     kl_coef: jax.typing.ArrayLike,
     already_clipped: jax.Array | None = None,
+    expected_count: bool = False,
 ) -> tuple[jax.Array, jax.Array]:
     """``(per-token loss [M, L], selected [M, L] float32)`` after ``regularizer`` (static).
 
     ``none`` returns ``per_token_loss``; ``clip_cov`` sets the selected tokens' loss
     to 0 (``fraction`` is r; ``already_clipped`` is passed as ``exclude``);
     ``kl_cov`` adds ``kl_coef * |log_prob - old_log_prob|`` on the selected tokens
-    (``fraction`` is k; ``key``, ``cov_low``, ``cov_high`` unused). Masked tokens keep loss 0.
+    (``fraction`` is k; ``cov_low``, ``cov_high`` unused; ``key`` only with ``expected_count``: the count is then
+    stochastically rounded, ``selection_count``). Masked tokens keep loss 0.
     """
     entry = COVARIANCE_REGULARIZERS[regularizer]
     per_token_loss = jnp.where(mask, per_token_loss, 0.0)
@@ -180,5 +210,6 @@ def covariance_regularized_loss(
         cov_high=cov_high,
         kl_coef=kl_coef,
         exclude=already_clipped,
+        expected_count=expected_count,
     )
     return loss, selected.astype(jnp.float32)

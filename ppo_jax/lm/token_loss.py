@@ -141,6 +141,7 @@ def loss_from_outputs(
             cov_high=cfg.clip_cov_high,
             kl_coef=cfg.kl_cov_coef,
             already_clipped=((clip.low + clip.high) > 0) if POLICY_LOSSES[cfg.policy_loss].zeroes_clipped else None,
+            expected_count=cfg.cov_expected_count,
         )
         metrics["cov_picked"] = _share_mean(picked, mask, totals)
     entropy = sampling.entropy(logits, knobs)

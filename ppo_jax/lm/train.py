@@ -136,7 +136,8 @@ def rollout(
     else:  # a group of one compares nothing
         zero_variance = jnp.zeros(returns.shape, bool)
     keep = ~zero_variance if cfg.dynamic_sampling else jnp.ones_like(zero_variance)
-    if COVARIANCE_REGULARIZERS[cfg.cov_reg].draws_tokens:
+    regularizer = COVARIANCE_REGULARIZERS[cfg.cov_reg]
+    if regularizer.draws_tokens or (regularizer.fn is not None and cfg.cov_expected_count):
         cov_keys = jax.random.split(jax.random.fold_in(key, 1), cfg.num_sequences)
     else:
         cov_keys = jnp.zeros((cfg.num_sequences,), jnp.uint32)

@@ -11,6 +11,7 @@ from ppo_jax.lm.covariance_regularizers import (
     clip_cov_selection,
     covariance_regularized_loss,
     kl_cov_selection,
+    selection_count,
     token_covariance,
 )
 
@@ -94,6 +95,27 @@ def test_clip_cov_picks_k_eligible_tokens_at_random():
     exclude[0, 0] = exclude[1, 0] = True
     np.testing.assert_array_equal(clip_cov(cov, MASK, jax.random.key(0), np.float32(1.0), exclude), eligible & ~exclude)
     assert TRACES["clip_cov"] == 1
+
+
+def test_an_expected_count_picks_the_share_on_average_at_any_batch_size():
+    # The authors' 2e-4 of N = 9 tokens: 1 token by their rule, 1.8e-3 tokens on average when rounded at random
+    # (floor(r N + u), u ~ U[0, 1): r N - floor(r N) is the chance of one more).
+    keys = jax.random.split(jax.random.key(0), 20_000)
+    for fraction in (2e-4, 0.3):
+        expected = fraction * MASK.sum()
+        counts = np.asarray(jax.vmap(lambda k, f=fraction: selection_count(f, MASK, k))(keys))
+        assert set(np.unique(counts)) <= {np.floor(expected), np.floor(expected) + 1}
+        standard_error = np.sqrt((expected % 1) * (1 - expected % 1) / counts.size)
+        assert abs(counts.mean() - expected) < 4 * standard_error + 1e-9, fraction
+    assert int(selection_count(2e-4, MASK)) == 1  # the authors' rule: at least one
+    # KL-Cov with an expected count takes that many of the largest-covariance tokens
+    cov = np.array([[0.5, 3.0, -1.0, 99.0], [2.0, 0.1, 50.0, 0.0], [-2.0, 4.0, 1.0, 0.3]], np.float32)
+    for seed in range(20):
+        key = jax.random.key(seed)
+        picked = np.asarray(kl_cov_selection(cov, MASK, fraction=0.3, key=key, expected_count=True))
+        count = int(selection_count(0.3, MASK, jax.random.fold_in(key, 1)))  # 2 or 3 of 9
+        top = np.argsort(-np.where(MASK, cov, -np.inf), axis=None)[:count]
+        np.testing.assert_array_equal(np.flatnonzero(picked), np.sort(top))
 
 
 def test_regularized_losses():
