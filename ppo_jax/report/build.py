@@ -214,7 +214,9 @@ def make_report(
                 + (
                     f"; per env x setting, 95% CI, hierarchical bootstrap over {runs.curves['pretrain_seed'].nunique()} "
                     f"SFT models x {runs.curves['seed'].nunique()} RL seeds (SFT models resampled with replacement, "
-                    "then the RL seeds within each drawn model)"
+                    "then the RL seeds within each drawn model) in the per-env tables (final values, evaluation, "
+                    "matched accuracy); the aggregates over envs and P(X > Y) resample runs as exchangeable (not "
+                    "hierarchical), so their intervals are narrower than the per-env ones of the same runs"
                     if runs.nested
                     else ""
                 ),
