@@ -246,6 +246,7 @@ def test_inert_fields_of_rlhf():
         "clip_cov_high",
         "kl_cov_fraction",
         "kl_cov_coef",
+        "cov_expected_count",
         "overlong_coef",
         "format_reward",
         "eval_prompts",
