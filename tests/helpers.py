@@ -27,3 +27,17 @@ def interrupt_after_first_chunk(monkeypatch) -> None:
         return written[-1]
 
     monkeypatch.setattr(sweep_dir, "write_chunk", interrupt_after_first)
+
+
+def faked_slurm_step(rank: int, job_id: int, devices: int = 2) -> dict[str, str]:
+    """Environment of process ``rank`` of a 2-task SLURM step on localhost, each with ``devices`` CPU devices and gloo
+    collectives: what ``jax.distributed.initialize()`` reads to join a job without a cluster."""
+    return {
+        "SLURM_JOB_ID": str(job_id),
+        "SLURM_STEP_NODELIST": "localhost",
+        "SLURM_NTASKS": "2",
+        "SLURM_PROCID": str(rank),
+        "SLURM_LOCALID": str(rank),
+        "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
+        "XLA_FLAGS": f"--xla_force_host_platform_device_count={devices}",
+    }

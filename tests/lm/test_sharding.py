@@ -27,6 +27,7 @@ from ppo_jax.lm.config import LmConfig
 from ppo_jax.lm.decoder_config import DecoderConfig
 from ppo_jax.lm.validation import validate
 from ppo_jax.optimizer import create_train_state
+from tests.helpers import faked_slurm_step
 
 MULTIHOST = pytest.mark.skipif(
     not os.environ.get("PPO_JAX_TEST_MULTIHOST"), reason="minutes; set PPO_JAX_TEST_MULTIHOST=1 to run"
@@ -259,15 +260,7 @@ def test_two_processes_with_distributed_equal_one(tmp_path):
     single = _cli("lm", *flags, "--out", tmp_path / "one")
     procs = []
     for rank in range(2):
-        env = {
-            "SLURM_JOB_ID": str(2000 + os.getpid() % 1000),
-            "SLURM_STEP_NODELIST": "localhost",
-            "SLURM_NTASKS": "2",
-            "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(rank),
-            "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
-            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-        }
+        env = faked_slurm_step(rank, 2000 + os.getpid() % 1000)
         procs.append(_cli("lm", *flags, "--mesh", "data=2,fsdp=2", "--distributed", "--out", tmp_path / "two", env=env))
     for proc in [single, *procs]:
         stdout, stderr = proc.communicate(timeout=900)

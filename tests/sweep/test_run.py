@@ -30,7 +30,7 @@ from ppo_jax.final_values import bootstrap_ci
 from ppo_jax.rl.task import EVAL_NAMES, PPO
 from ppo_jax.sweep.program import window_metrics
 from ppo_jax.sweep.table import metric_columns
-from tests.helpers import ROOT
+from tests.helpers import ROOT, faked_slurm_step
 
 METRIC_COLUMNS = metric_columns(PPO)
 TINY_SPEC = ROOT / "experiments" / "clip_eps_tiny.yaml"  # 3 clip_eps x seeds [0, 7], 8 updates of 128 steps
@@ -297,15 +297,7 @@ def test_two_hosts_with_distributed_equal_one(tiny, tmp_path):
     """--distributed across 2 processes x 2 CPU devices (a faked SLURM step, gloo collectives) = the unsharded sweep."""
     out, procs = tmp_path / "two_hosts", []
     for rank in range(2):
-        env = {
-            "SLURM_JOB_ID": str(1000 + os.getpid() % 1000),
-            "SLURM_STEP_NODELIST": "localhost",
-            "SLURM_NTASKS": "2",
-            "SLURM_PROCID": str(rank),
-            "SLURM_LOCALID": str(rank),
-            "JAX_CPU_COLLECTIVES_IMPLEMENTATION": "gloo",
-            "XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-        }
+        env = faked_slurm_step(rank, 1000 + os.getpid() % 1000)
         procs.append(cli(TINY_SPEC, "--out", out, "--distributed", "--chunk-size", "4", env=env))
     for proc in procs:
         stdout, stderr = proc.communicate(timeout=400)
