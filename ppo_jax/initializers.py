@@ -6,7 +6,7 @@ distribution as ``flax.linen.initializers.orthogonal`` but puts no QR custom
 call in the program. Under ``vmap`` over seeds a QR becomes a batched LAPACK
 call, and XLA's CPU runtime can hang on programs holding two such calls; the usual
 cure, ``--xla_cpu_enable_concurrency_optimized_scheduler=false``, slows training
-(docs/benchmarks.md), so we avoid the call instead.
+(docs/benchmarks/), so we avoid the call instead.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def report_update(on_update: Callable | None, update_idx, metrics: dict, *, num_
     ``every`` is static; the condition depends only on the (unbatched) update
     counter, so under ``vmap`` it stays one branch and the callback runs once per
     run. Each callback stops the program for a device-to-host transfer of the
-    metrics, so ``every`` trades progress detail for speed (docs/benchmarks.md).
+    metrics, so ``every`` trades progress detail for speed (docs/benchmarks/).
     """
     if on_update is None:
         return

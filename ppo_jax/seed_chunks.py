@@ -3,14 +3,15 @@
 All seeds of a run train as one vmapped program (``ppo_jax.segments``). On a CPU whose caches hold a few runs'
 working set but not all of them, the segment program called on a chunk of the runs at a time can be faster
 (a sweep of 64 Pendulum runs with 256 x 256 networks: chunks of 16 at 1.08-1.14x the throughput of all 64 in
-one, docs/benchmarks.md, "Chunk size"). The rule is a sweep's ``--chunk-size auto``
+one, docs/benchmarks/chunking.md). The rule is a sweep's ``--chunk-size auto``
 (``ppo_jax.sweep.calibrate``): on a CPU, in one process, for a run of at least ``MIN_PROBE_SAMPLES`` samples
 in all, the candidates -- all N seeds, then halves while they divide N, at least 2 (one run alone is another,
 unbatched program) -- are probed in ``calibrate.probe_order`` within ``calibrate.SHARE`` of the estimated run
 time, and a smaller chunk is chosen only when more than ``calibrate.MARGIN`` faster. A probe compiles a
 segment program of one update for its chunk of the run's own first seeds, runs it for
-``calibrate.PROBE_SECONDS`` (at least one update) and throws the result away. Each chunk is its seeds run on
-their own, bit for bit (tests/test_seed_chunks.py), but the numbers can depend on how many share a call:
+``calibrate.PROBE_SECONDS`` (at least one update) and throws the result away. Each chunk of K >= 2 seeds is
+those seeds run on their own, bit for bit (tests/test_seed_chunks.py); a chunk of one is not ``--seed s`` alone,
+whose program is unbatched (the initial weights are computed batched over all N seeds either way). But the numbers can depend on how many share a call:
 XLA:CPU appears to round some reductions differently by batch size, so another chunk size can change them at
 float32 rounding (``scripts/chunk_rounding.py``). The size used is in metadata.json ("run", and with auto
 "seed_chunks": candidates, rates, choice); ``--chunk-size`` of that size gives the run again, bit for bit. Not

@@ -9,7 +9,7 @@ copying its state every trip. ``install()`` registers the straight-line form for
 the CPU too. It computes the same function, so every random number, and every
 result of a run, is bit for bit what it was (tests/test_threefry_cpu.py checks
 the published test vectors and a run against one under JAX's own lowering).
-What it saves is measured in docs/benchmarks.md.
+What it saves is measured in docs/benchmarks/index.md.
 
 ``PPO_JAX_THREEFRY=jax`` in the environment keeps JAX's lowering.
 """

@@ -4,7 +4,7 @@ Every program that trains runs side by side (``ppo-jax train``'s seeds, a sweep'
 (setting, seed) pairs) vmaps over them. Over a single run that vmap is not free on
 XLA's CPU backend: the degenerate batch axis is simplified away, but layout
 assignment then stores the loop-carried weight matrices transposed, and every
-minibatch step transposes them back (the cost is in docs/benchmarks.md). ``vmap_runs`` calls
+minibatch step transposes them back (the cost is in docs/benchmarks/). ``vmap_runs`` calls
 the function unbatched for one run and restores the axis on its outputs, so
 callers keep one calling convention. Results agree with the vmapped program to
 float tolerance (the kernels differ), not bit for bit.

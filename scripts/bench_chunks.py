@@ -14,7 +14,7 @@ Cases (``--total-timesteps`` scales every case's budget per run):
 
 * ``pendulum64``: Pendulum-v1, the settings of PureJaxRL's ppo_continuous_action.py (8 envs x 256
   steps, 32 minibatches x 10 epochs, tanh 256 x 256, observation and reward normalization), 163,840 env
-  steps per run (80 updates): 9-18 minutes a sweep on 2 CPU cores, by VM (docs/benchmarks.md, "Chunk size").
+  steps per run (80 updates): 9-18 minutes a sweep on 2 CPU cores, by VM (docs/benchmarks/chunking.md).
 * ``cartpole64``: CartPole-v1, the standard config (4 envs x 128 steps, 64 x 64), 2M env steps per run.
 * ``brax64``: brax/inverted_double_pendulum on spring physics, the mujoco preset's network
   (64 x 64, 1 env x 2048 steps, 32 minibatches x 10 epochs), 204,800 env steps per run (100 updates).

@@ -1,4 +1,4 @@
-"""Recompute, from the committed LM reports, what a careful reader checks before citing docs/results.md.
+"""Recompute, from the committed LM reports, what a careful reader checks before citing docs/results/lm.md.
 
 For each committed report directory (docs/results/lm_*/, its ``curves.csv``: at most 150 logged points per run):
 
@@ -18,7 +18,7 @@ For each committed report directory (docs/results/lm_*/, its ``curves.csv``: at 
 
     python scripts/lm_claims_check.py --out docs/results/lm_claims_check.json
 
-Prints one table per report and writes every number as JSON (the values docs/results.md cites).
+Prints one table per report and writes every number as JSON (the values docs/results/lm.md cites).
 """
 
 from __future__ import annotations

@@ -106,7 +106,7 @@ def test_train_chunk_size_flag_runs_each_chunk_as_its_seeds_alone_and_is_recorde
     assert main(["train", *tiny, "--seeds", "2", "--seed", "2", "--out", str(tmp_path / "alone")]) == 0
     chunked = pd.read_csv(tmp_path / "two" / "metrics.csv")
     alone = pd.read_csv(tmp_path / "alone" / "metrics.csv")  # seeds 2 and 3, the second chunk's, on their own
-    pd.testing.assert_frame_equal(chunked[chunked["seed"] >= 2].reset_index(drop=True), alone)
+    pd.testing.assert_frame_equal(chunked[chunked["seed"] >= 2].reset_index(drop=True), alone, check_exact=True)
     assert json.loads((tmp_path / "two" / "metadata.json").read_text())["run"]["chunk_size"] == 2
     meta = json.loads((tmp_path / "alone" / "metadata.json").read_text())
     assert meta["run"]["chunk_size"] == 2 and "seed_chunks" not in meta  # the default: all seeds in one call

@@ -63,7 +63,8 @@ def parse(args=None):
     return tyro.extras.subcommand_cli_from_dict(
         SUBCOMMANDS,
         prog="ppo-jax",
-        description="PPO to the letter in pure JAX: one jittable train function, vmapped over seeds and settings.",
+        description="PPO to the letter in pure JAX: one jittable train function, vmapped over seeds and settings. "
+        "Docs: docs/index.md (the site: pip install -e '.[docs]' && mkdocs serve); start with docs/getting-started.md.",
         args=args,
     )
 

@@ -23,6 +23,7 @@ class Report:
     Table 1 beside ours. RLHF sweeps also get the reward-vs-KL frontier figure.
     All CIs: rliable's stratified bootstrap, 95%, --reps replicates, seeded; a cell with fewer than
     --min-seeds-for-ci seeds gets its per-seed values instead of a CI.
+    Docs: docs/guide/reports.md; a worked example: docs/tutorials/sweep-and-report.md.
     """
 
     dirs: Annotated[tuple[Path, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR")]

@@ -22,7 +22,8 @@ class Sweep:
     done metrics.parquet (one row per env x setting x seed x update) and summary.csv.
     Prints the final values of every setting (mean over seeds, 95% bootstrap CI) and which seeds diverged, at
     which update (a diverged run has no final value; the mean is over the others and says so). The spec names its task
-    (`task: ppo`, the default, or `task: rlhf`).
+    (`task: ppo`, the default, `task: lm` or `task: rlhf`).
+    Docs: docs/guide/sweeps.md, docs/concepts/sweep-program.md; parts and hosts: docs/tutorials/distributed.md.
     """
 
     spec: Annotated[Path, tyro.conf.Positional, tyro.conf.arg(metavar="SPEC.yaml")]

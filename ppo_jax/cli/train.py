@@ -75,6 +75,7 @@ class Train(RunFlags):
     its 95% bootstrap CI. With --out, writes a run directory: config.json,
     metadata.json, metrics.csv (one row per seed x update), evaluation.csv, params.msgpack.
     A Brax task starts from --preset mujoco unless --preset says otherwise.
+    Docs: docs/tutorials/first-run.md, docs/guide/cli.md; every switch: docs/switches.md.
     """
 
     eval_episodes: int = 16
@@ -124,6 +125,7 @@ class Rlhf(SequenceFlags):
     entropy (means over the last 10% of updates) per seed, with a 95% bootstrap CI
     over seeds. With --out, writes config.json, metadata.json, metrics.csv (one
     row per seed x update) and params.msgpack.
+    Docs: docs/guide/rlhf.md.
     """
 
     config: Annotated[RlhfConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(
@@ -148,11 +150,12 @@ class Lm(SequenceFlags):
     reinforce_pp_baseline, ppo_rlhf (critic); flags override it. Prints sampled
     pass@1 (mean over the last 10% of updates), entropy, length and KL per seed with a
     95% bootstrap CI over seeds, then pass@1 and pass@group_size on fresh prompts.
-    Formulas and the verl/TRL names of every switch: docs/lm.md.
+    Docs: docs/tutorials/lm-lab.md, docs/tutorials/real-decoder.md; formulas and the verl/TRL names of every
+    switch: docs/guide/lm.md.
     """
 
     preset: LmPreset = "grpo"
-    """Published recipe to start from (see ppo_jax/lm/presets.py and docs/lm.md); none: the defaults below as they are."""
+    """Published recipe to start from (see ppo_jax/lm/presets.py and docs/guide/lm.md); none: the defaults below as they are."""
     distributed: Switch = False
     """Call jax.distributed.initialize() first (SLURM, Open MPI, TPU pods): --mesh spans every host's devices, each host runs the same program on its shards, process 0 alone writes --out. Not with --checkpoint-every or --resume (checkpoints are written from one process)."""
     config: Annotated[LmConfig, tyro.conf.OmitArgPrefixes, tyro.conf.arg(name="")] = dataclasses.field(

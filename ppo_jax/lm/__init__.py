@@ -8,7 +8,7 @@ turned into per-token advantages by a critic (PPO-RLHF: Ziegler et al. 2019;
 Ouyang et al. 2022) or by group statistics (GRPO and the DeepSeek-R1 line), and
 minimised with the chosen ratio, clip, aggregation and KL. Two tasks share the
 engine: ``lm`` (LmConfig, ``ppo-jax lm``) and ``rlhf`` (RlhfConfig: PPO-RLHF on
-the copy task with a GRU, as before 0.3.0, ``ppo-jax rlhf``). docs/lm.md gives
+the copy task with a GRU, as before 0.3.0, ``ppo-jax rlhf``). docs/guide/lm.md gives
 the formula of every switch and its name in verl and TRL.
 
 Modules, one idea each:

@@ -11,7 +11,7 @@ reward model, which a sweep shares between settings unless told otherwise.
 small transformer (task ``lm``); ``RlhfConfig`` is the same class with the
 defaults of token-level PPO-RLHF on the copy task with a GRU (task ``rlhf``, as
 before 0.3.0, so old run directories load into the run they were). The formula
-behind every switch is in docs/lm.md and in the module each switch selects.
+behind every switch is in docs/guide/lm.md and in the module each switch selects.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ TASKS = (
 """The Brax locomotion and control tasks offered as ``brax/<task>`` (Brax 0.14's registry minus its test env ``fast``)."""
 BACKENDS = ("spring", "positional", "generalized", "mjx")
 DEFAULT_BACKEND = "spring"
-"""The fastest physics pipeline measured on a 2-core CPU (docs/benchmarks.md, "Brax tasks")."""
+"""The fastest physics pipeline measured on a 2-core CPU (docs/benchmarks/brax.md)."""
 SCHEDULER_FLAG = "--xla_cpu_enable_concurrency_optimized_scheduler=false"
 """Seen needed for mjx with 1024 envs on a 2-core CPU (jax 0.10.2): without it the program hung, using no CPU."""
 EPISODE_LENGTH = 1000

@@ -27,6 +27,7 @@ from ppo_jax.config_fields import (
 from ppo_jax.errors import ConfigError
 from ppo_jax.losses import OBJECTIVES
 from ppo_jax.rl import brax_envs
+from ppo_jax.rl.advantages import ADVANTAGES
 from ppo_jax.schedules import SCHEDULES, Schedule
 
 Activation = Literal["tanh", "relu", "gelu", "silu"]
@@ -37,6 +38,7 @@ Network = Literal["mlp", "gru", "lstm"]
 NETWORKS = ("mlp", "gru", "lstm")
 BraxBackend = Literal["spring", "positional", "generalized", "mjx"]
 Objective = OBJECTIVES.literal()
+Advantage = ADVANTAGES.literal()
 ACTIVATIONS = ("tanh", "relu", "gelu", "silu")
 ACTION_DISTS = ("gaussian", "tanh_gaussian")
 POLICY_STDS = ("parameter", "state")
@@ -51,7 +53,7 @@ class PPOConfig(ConfigBase):
     env: str = static("CartPole-v1")
     """Environment id, of any suite in ppo_jax.rl.envs.SUITES (`ppo-jax envs` lists them): a gymnax id (e.g. CartPole-v1, Pendulum-v1, Breakout-MinAtar), a Brax task (brax/halfcheetah; needs the [brax] extra) or a ppo_jax probe env."""
     brax_backend: BraxBackend = static("spring")
-    """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks.md; mjx on a CPU may need XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false); ignored by other envs."""
+    """Physics pipeline of a Brax task (spring is the fastest on CPU, docs/benchmarks/brax.md; mjx on a CPU may need XLA_FLAGS=--xla_cpu_enable_concurrency_optimized_scheduler=false); ignored by other envs."""
     total_timesteps: int = static(500_000)
     """Environment steps per training run (summed over the parallel envs)."""
     num_envs: int = static(4)
@@ -94,6 +96,8 @@ class PPOConfig(ConfigBase):
     """Normalize observations by a running mean/var (one set per run), clipped to +-obs_clip."""
     normalize_reward: bool = static(False)
     """Scale rewards by the running std of the discounted return, clipped to +-reward_clip."""
+    advantage: Advantage = static("gae")
+    """Advantage estimator: a name in ``ppo_jax.rl.advantages.ADVANTAGES`` (docs/switches.md)."""
     objective: Objective = static("clip")
     """Policy objective: a name in ``ppo_jax.losses.OBJECTIVES`` (PPO's clip and what the PPO paper compares it with)."""
     clip_schedule: Schedule = static("constant")
@@ -149,6 +153,7 @@ class PPOConfig(ConfigBase):
         "clip_vloss",
         "normalize_obs",
         "normalize_reward",
+        "advantage",
         "objective",
         "clip_schedule",
         "ent_schedule",
@@ -199,6 +204,7 @@ class PPOConfig(ConfigBase):
             inert["obs_clip"] = "observation normalization is off (normalize_obs: false)"
         if not self.normalize_reward:
             inert["reward_clip"] = "reward scaling is off (normalize_reward: false)"
+        inert.update(ADVANTAGES.inert(self.advantage))
         inert.update(OBJECTIVES.inert(self.objective))
         if not self.early_stop_kl:
             inert["target_kl"] = "early stopping is off (early_stop_kl: false)"
@@ -294,6 +300,7 @@ def validate(cfg: PPOConfig) -> PPOConfig:
             raise ConfigError(
                 f"mask_velocity: {cfg.env} has no velocity mask; it is defined for {', '.join(VELOCITY_FREE)}."
             )
+    ADVANTAGES.check(cfg.advantage)
     OBJECTIVES.check(cfg.objective)
     for name in ("lr_schedule", "clip_schedule", "ent_schedule"):
         check_choice(name, getattr(cfg, name), SCHEDULES)

@@ -47,7 +47,7 @@ Without ``--preset``, ``ppo-jax train`` starts from ``default_preset(env)``:
 ``mujoco`` for a Brax task, ``none`` for every other env. The plain defaults are
 discrete-control settings (CartPole's); ``mujoco`` is the PPO paper's setting for
 the MuJoCo tasks Brax reimplements, and learns within a CPU's budget
-(docs/results.md: the Brax experiments). ``brax`` is not the default,
+(docs/results/brax.md). ``brax`` is not the default,
 even for the tasks it has: it is sized for an accelerator (2048-4096 envs,
 2M-100M steps; one update of inverted_double_pendulum takes 163,840 steps, so a
 300k-step run would make one update). gymnax's continuous-control envs

@@ -22,10 +22,10 @@ from flax.training.train_state import TrainState
 
 from ppo_jax import threefry_cpu
 from ppo_jax.errors import ConfigError
-from ppo_jax.gae import compute_gae
 from ppo_jax.optimizer import create_train_state, set_hyperparams
 from ppo_jax.rl import sequences
 from ppo_jax.rl.adaptation import adapt, init_coefficients
+from ppo_jax.rl.advantages import ADVANTAGES
 from ppo_jax.rl.build_network import make_network
 from ppo_jax.rl.config import PPOConfig, validate
 from ppo_jax.rl.envs import env_spec, suite_of
@@ -106,8 +106,8 @@ def step(cfg: PPOConfig, runner: RunnerState, update_idx: jax.Array, shared=None
         _, next_values = train_state.apply_fn(train_state.params, traj.next_obs)
     else:
         next_values = traj.next_value
-    advantages, targets = compute_gae(
-        traj.reward, traj.value, next_values, traj.terminated, traj.done, gamma=cfg.gamma, gae_lambda=cfg.gae_lambda
+    advantages, targets = ADVANTAGES[cfg.advantage].fn(
+        traj.reward, traj.value, next_values, traj.terminated, traj.done, cfg
     )
     batch = Minibatch(traj.obs, traj.action, traj.log_prob, traj.value, advantages, targets, traj.dist)
     if start is None:

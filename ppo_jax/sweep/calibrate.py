@@ -1,7 +1,7 @@
 """``--chunk-size auto``: each shape's chunk size by measured throughput, within the memory bound.
 
 The largest chunk that fits memory is not always the fastest: on a 2-core CPU, 64 Pendulum pairs with
-256 x 256 networks in one program ran at 0.88-0.93 of the throughput of four chunks of 16 (docs/benchmarks.md,
+256 x 256 networks in one program ran at 0.88-0.93 of the throughput of four chunks of 16 (docs/benchmarks/chunking.md,
 "Chunk size"; this calibration, in the probe order below, ended at 0.95-0.99 of them, calibration included). For
 the first group of each shape (``ppo_jax.sweep.plan.shape_key``) the candidates are the memory-fit size
 and its balanced halves (at most ``MAX_CANDIDATES``, none below 2 pairs: one pair runs unbatched, a
@@ -29,7 +29,7 @@ CPU, and only when the shape's groups train at least ``MIN_PROBE_SAMPLES`` env s
 accelerator throughput rises with chunk size until the device is busy, so the memory fit is at or near the
 fastest and a probe would only add a compile (a reasoned rule, not measured: no GPU was lent). Below the floor
 an RL sweep runs under the 10-minute threshold on every case measured on the 2-core CPU (the slowest, GRU runs,
-about 3,200 env steps/s: 10^6 in about 5 minutes; docs/benchmarks.md), so the test suite and small sweeps pay
+about 3,200 env steps/s: 10^6 in about 5 minutes; docs/benchmarks/), so the test suite and small sweeps pay
 nothing for auto. An LM sample is a sequence, far costlier: an LM shape under the floor can run longer, and is
 then not probed either.
 

@@ -14,9 +14,10 @@ the chunk in flight and ``resume=True`` runs only the missing ones (and those wh
 file is corrupt). One process writes a directory at a time: a second one is
 refused, naming the first (``ppo_jax.storage.locks``), except parts of one sweep,
 which share it and claim its chunks (``ppo_jax.sweep.claims``). Pair
-``(setting, seed)`` uses ``jax.random.key(seed)``: its numbers are those of
-``ppo-jax train --seed seed`` (``ppo-jax rlhf --seed seed --pretrain-seed P``, P each
-of ``pretrain: {seeds: [...]}``) with that setting's flags.
+``(setting, seed)`` uses ``jax.random.key(seed)``: the run of ``ppo-jax train --seed
+seed`` (``ppo-jax rlhf --seed seed --pretrain-seed P``, P each of ``pretrain: {seeds:
+[...]}``) with that setting's flags -- the same bits in a chunk of one pair, the same
+to float32 rounding in a larger chunk, which is another program (docs/concepts/determinism.md).
 """
 
 from __future__ import annotations

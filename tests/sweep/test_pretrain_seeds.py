@@ -60,7 +60,7 @@ def test_each_pretraining_seed_runs_every_seed_resumes_and_equals_its_own_sweep(
     assert sweep_dir.done_chunks(out) == {"g000-c00000"}
     monkeypatch.setattr(sweep_dir, "write_chunk", write_chunk)
     table = sweep.run(SPEC, out, resume=True, chunk_size=2, progress=False)
-    pd.testing.assert_frame_equal(table, pd.read_parquet(out / sweep_dir.TABLE_FILE))
+    pd.testing.assert_frame_equal(table, pd.read_parquet(out / sweep_dir.TABLE_FILE), check_exact=True)
     assert list(table.columns[:4]) == ["env", "setting_id", "pretrain_seed", "seed"]
     runs = table.groupby(["pretrain_seed", "seed"], sort=False).size()
     assert list(runs.index) == [(0, 3), (0, 4), (1, 3), (1, 4)] and len(set(runs)) == 1
@@ -78,7 +78,7 @@ def test_each_pretraining_seed_runs_every_seed_resumes_and_equals_its_own_sweep(
     # of that one seed, bit for bit
     alone = sweep.run({**SPEC, "pretrain": {"seed": 1}}, chunk_size=2, progress=False)
     assert (alone["pretrain_seed"] == 1).all()
-    pd.testing.assert_frame_equal(table[table.pretrain_seed == 1].reset_index(drop=True), alone)
+    pd.testing.assert_frame_equal(table[table.pretrain_seed == 1].reset_index(drop=True), alone, check_exact=True)
 
     summary = pd.read_csv(out / sweep_dir.SUMMARY_FILE)
     assert list(summary[["pretrain_seeds", "seeds"]].iloc[0]) == [2, 2]

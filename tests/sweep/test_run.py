@@ -93,7 +93,7 @@ def test_directory_and_table_layout(tiny):
     assert table.setting_id.tolist() == [i for i in range(3) for _ in range(16)]
     assert table["update"].tolist() == list(range(8)) * 6 and (table.env_steps == (table["update"] + 1) * 128).all()
     assert (table.env == "CartPole-v1").all()
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), table)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), table, check_exact=True)
     in_progress = pd.read_parquet(out / "chunks")  # the chunk files read as one table too
     assert len(in_progress) == len(table)
 
@@ -180,7 +180,7 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path, capsys):
     assert {p.name: p.stat().st_ino for p in chunks.iterdir() if p.name in first} == first  # and none was rewritten
 
     reference = sweep.run(spec, tmp_path / "uninterrupted", chunk_size=1, progress=False)
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), reference)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), reference, check_exact=True)
 
 
 def test_resume_refuses_a_changed_spec_with_a_diff(tiny, tmp_path, capsys):
@@ -199,8 +199,8 @@ def test_parts_fill_one_directory_and_merge_as_one_sweep(tiny, tmp_path):
     first = sweep.run(TINY_SPEC, out, chunk_size=2, part="0/2", progress=False)  # chunk 0 of 3
     assert len(first) == 16 and not (out / "metrics.parquet").exists()
     second = sweep.run(TINY_SPEC, out, chunk_size=2, part=(1, 2), progress=False)  # chunks 1 and 2, then the merge
-    pd.testing.assert_frame_equal(second, tiny[1])
-    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), tiny[1])
+    pd.testing.assert_frame_equal(second, tiny[1], check_exact=True)
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "metrics.parquet"), tiny[1], check_exact=True)
 
 
 def test_force_replaces_a_sweep_only_when_the_new_one_is_complete(tiny, tmp_path):
@@ -208,13 +208,13 @@ def test_force_replaces_a_sweep_only_when_the_new_one_is_complete(tiny, tmp_path
     shutil.copytree(tiny[0], out)
     (out / "marker").write_text("old")
     table = sweep.run(TINY_SPEC, out, chunk_size=2, force=True, progress=False)
-    pd.testing.assert_frame_equal(table, tiny[1])
+    pd.testing.assert_frame_equal(table, tiny[1], check_exact=True)
     assert not (out / "marker").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["forced"]
 
 
 def test_in_memory_sweep_and_dry_run(tiny, capsys):
     table = sweep.run(TINY_SPEC, chunk_size=2, progress=False)  # no directory
-    pd.testing.assert_frame_equal(table, tiny[1])
+    pd.testing.assert_frame_equal(table, tiny[1], check_exact=True)
     assert main(["sweep", str(TINY_SPEC), "--dry-run", "--chunk-size", "2", "--out", str(tiny[0])]) == 0
     text = capsys.readouterr().out
     assert "6 runs" in text and "1 program(s)" in text and "3 chunk(s)" in text
@@ -336,7 +336,7 @@ def test_a_chunk_stopped_mid_way_resumes_from_its_checkpoint(tiny, tmp_path, mon
     )
     resumed = sweep.run(TINY_SPEC, out, resume=True, **args)
     assert restored == [1] and not (out / "checkpoints" / "g000-c00000").exists()
-    pd.testing.assert_frame_equal(resumed, straight)
+    pd.testing.assert_frame_equal(resumed, straight, check_exact=True)
 
 
 def test_the_plan_compiles_one_program_per_distinct_shape(monkeypatch):
@@ -462,7 +462,7 @@ def test_auto_chunk_size_probes_only_within_its_share_of_the_estimated_run_time(
         tiny = run(10, steps_per_update=2000)  # 1,280,000 samples: probed
         assert tiny.rates == [4.0, None, None] and tiny.chosen == 64 and "under 600 s" in tiny.note
         # cheap probes (1 s compiles), 50 updates, 32 at 6: estimates 800, 780, then 533 s, under 600 s only after
-        # the last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks.md)
+        # the last candidate, so nothing was stopped (the note said "stopped" before: seen in docs/benchmarks/chunking.md)
         patch.setattr(calibrate, "probe", probe_at(1.0))
         rates[32] = 6.0
         last = run(50)
@@ -493,7 +493,7 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     auto = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", progress=False)
     assert probed == [6, 3]
     fixed = sweep.run(TINY_SPEC, tmp_path / "fixed", chunk_size=3, progress=False)
-    pd.testing.assert_frame_equal(auto, fixed)
+    pd.testing.assert_frame_equal(auto, fixed, check_exact=True)
     pd.testing.assert_frame_equal(auto, tiny[1])  # and the 2-pair chunks' (they agree on this spec, not always)
     plan = json.loads((tmp_path / "auto" / "plan.json").read_text())
     assert plan["chunk_sizes"] == [3] and plan["calibration"]["0"]["candidates"] == [6, 3]
@@ -503,7 +503,7 @@ def test_auto_chunk_size_gives_the_runs_of_the_fixed_size_it_chose_and_records_i
     # a resumed sweep keeps the choice: nothing is probed again
     monkeypatch.setattr(calibrate, "probe", lambda *a: pytest.fail("a resumed sweep probed"))
     again = sweep.run(TINY_SPEC, tmp_path / "auto", chunk_size="auto", resume=True, progress=False)
-    pd.testing.assert_frame_equal(again, auto)
+    pd.testing.assert_frame_equal(again, auto, check_exact=True)
     # level rates (within calibrate.MARGIN): the memory fit is kept
     monkeypatch.setattr(
         calibrate, "probe", lambda spec, group, size, mesh, how: calibrate.Probe(100.0 + size / 6, 0.01, 0.005)
